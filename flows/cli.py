@@ -1,0 +1,185 @@
+"""`larev`: the command line over the flows.
+
+larev run                                   the pipeline on the embedded demo data
+larev run --task nli --train F --test F     on your own files (.parquet, .jsonl, .csv)
+larev score --run runs/demo --rationales F  score a rationale file with a finished run's evaluators
+larev show runs/demo                        print a run's results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def _common_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run-name", default=None, help="run directory / artifact name (default: demo-<task> or files)")
+    p.add_argument("--store", default=".larev/store", help="artifact root: local path or s3://bucket/prefix")
+    p.add_argument("--run-dir", default="runs", help="headline outputs go to <run-dir>/<run-name>")
+    p.add_argument("--task", choices=["nli", "qa"], default=None, help="the task (demo default: nli)")
+    p.add_argument("--train", help="training examples file")
+    p.add_argument("--test", help="test examples file")
+    p.add_argument("--validation", help="validation examples file (default: 10%% of train held out)")
+    p.add_argument("--train-rows", help="row slice of the train file, e.g. ':8000'")
+    p.add_argument("--test-rows", help="row slice of the test file, e.g. '8000:'")
+    p.add_argument("--column-map", default=None, help='JSON object: file column -> canonical column')
+    p.add_argument("--rationales", help="also score this rationale file (id, source, rationale[, label])")
+    p.add_argument("--n-train", type=int, help="demo: training examples")
+    p.add_argument("--n-test", type=int, help="demo: test examples")
+    p.add_argument("--seed", type=int, help="demo data seed")
+    p.add_argument("--rationale-leakage", type=float, help="demo: share of gold rationales stating the label")
+    p.add_argument("--input-cue-rate", type=float, help="demo: share of inputs carrying a label cue word")
+    p.add_argument("--backbone", default=None, help="'embedded' or an HF seq2seq name / local path")
+    p.add_argument("--paraphrase", choices=["none", "offline", "hf", "llm"], help="NLI baseline paraphraser")
+    p.add_argument("--epochs", type=int, help="training epochs per evaluator")
+    p.add_argument("--batch-size", type=int, help="training batch size")
+    p.add_argument("--learning-rate", type=float, help="peak learning rate")
+    p.add_argument("--train-seed", type=int, help="model initialisation / data order seed")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where to train and score")
+    p.add_argument("--normalisation", choices=["label_set", "sum", "mean"], help="log-probability normalisation")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _set(section: dict, **values) -> None:
+    section.update({k: v for k, v in values.items() if v is not None})
+
+
+def pipeline_params(args: argparse.Namespace):
+    """Build PipelineParams from CLI options (pydantic validates every value up front)."""
+    from flows.pipeline import PipelineParams
+
+    data: dict = {}
+    demo: dict = {}
+    if args.train or args.test:
+        if not (args.train and args.test):
+            raise SystemExit("error: --train and --test go together")
+        data.update(source="files", train=args.train, test=args.test)
+        _set(data, validation=args.validation, train_rows=args.train_rows, test_rows=args.test_rows, task=args.task)
+        if args.column_map:
+            data["column_map"] = json.loads(args.column_map)
+    else:
+        _set(demo, task=args.task, n_train=args.n_train, n_test=args.n_test, seed=args.seed,
+             rationale_leakage=args.rationale_leakage, input_cue_rate=args.input_cue_rate)
+        data["demo"] = demo
+    model, train, score, baselines = {}, {}, {}, {}
+    _set(model, backbone=args.backbone)
+    _set(train, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+         seed=args.train_seed, device=args.device)
+    _set(score, normalisation=args.normalisation)
+    _set(baselines, paraphrase=args.paraphrase)
+    default_name = f"demo-{args.task or 'nli'}" if data.get("source") != "files" else "files"
+    return PipelineParams(run_name=args.run_name or default_name, artifact_root=args.store, run_dir=args.run_dir,
+                          data=data, model=model, train=train, score=score, baselines=baselines,
+                          rationales=args.rationales, progress=not args.no_progress)
+
+
+def print_results(run_dir: str, steps=None, seconds: float | None = None) -> None:
+    import polars as pl
+
+    from larev.reports import separation_table
+
+    summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
+    with pl.Config(tbl_rows=50, tbl_hide_dataframe_shape=True, float_precision=3, tbl_hide_column_data_types=True):
+        print("\nScores (mean pointwise score in nats; accuracy of the evaluator with / without the rationale):")
+        print(summary)
+        seps = separation_table(summary)
+        if seps.width > 1:
+            print("\nSeparations (gold minus degraded; all positive is what a good metric shows):")
+            print(seps)
+    if steps:
+        from tasks.common import StepRecord
+
+        ran = sum(not s.cached for s in steps if isinstance(s, StepRecord))
+        print(f"\nSteps ({len(steps) - ran} cached, {ran} ran):")
+        for s in steps:
+            print(f"  {s.step:<20} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s")
+    print(f"\nOutputs in {run_dir}: scores.parquet, summary.parquet, report.md, separations.png, run.json")
+    if seconds is not None:
+        print(f"Finished in {seconds:.1f}s")
+
+
+def cmd_run(args) -> int:
+    from flows.pipeline import rev_pipeline
+
+    params = pipeline_params(args)
+    started = time.perf_counter()
+    result = rev_pipeline(params)
+    print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    return 0
+
+
+def cmd_score(args) -> int:
+    from flows.score import ScoreParams, score_rationales
+
+    params = ScoreParams(run=args.run, rationales=args.rationales, name=args.name, device=args.device,
+                         column_map=json.loads(args.column_map) if args.column_map else {},
+                         progress=not args.no_progress)
+    started = time.perf_counter()
+    result = score_rationales(params)
+    print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    return 0
+
+
+def cmd_show(args) -> int:
+    from flows.score import read_run
+
+    read_run(args.run)  # a clear error when it is not a run directory
+    print_results(args.run)
+    report = Path(args.run) / "report.md"
+    if args.report and report.exists():
+        print("\n" + report.read_text())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="larev", description="Leakage-robust evaluation of free-text rationales")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Prefect's own INFO logs too")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the pipeline (demo data by default)")
+    _common_run_options(run)
+    run.set_defaults(func=cmd_run)
+    score = sub.add_parser("score", help="score a rationale file with a finished run's evaluators")
+    score.add_argument("--run", required=True, help="the run directory (e.g. runs/demo-nli)")
+    score.add_argument("--rationales", required=True, help="id, source, rationale[, label]")
+    score.add_argument("--name", default="scored", help="outputs go to <run>/<name>/")
+    score.add_argument("--column-map", default=None, help="JSON object: file column -> canonical column")
+    score.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    score.add_argument("--no-progress", action="store_true")
+    score.set_defaults(func=cmd_score)
+    show = sub.add_parser("show", help="print a run's results")
+    show.add_argument("run", help="the run directory")
+    show.add_argument("--report", action="store_true", help="also print report.md")
+    show.set_defaults(func=cmd_show)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.verbose:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for noisy in ("httpx", "httpcore", "transformers", "urllib3", "botocore", "s3fs", "fsspec"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from pydantic import ValidationError
+
+    from larev.errors import LarevError
+
+    try:
+        return args.func(args)
+    except (LarevError, ValidationError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

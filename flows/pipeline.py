@@ -1,0 +1,76 @@
+"""The REV pipeline end to end: examples -> baselines -> evaluators -> scores -> report.
+
+Every step is a cached task (tasks/common.py): rerunning with the same parameters is served from cache, and
+changing one option reruns only the steps that depend on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from pydantic import BaseModel, ConfigDict, Field
+
+from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
+from larev.data.sources import DataConfig, file_digest
+from larev.metrics.rev import VARIANTS
+from storage import ArtifactStore
+from tasks.baselines import make_baselines, make_rationale_variants
+from tasks.common import StepRunner
+from tasks.data import load_examples, load_rationales
+from tasks.export import export_run
+from tasks.reports import publish, summarise_scores
+from tasks.scoring import score_rev
+from tasks.training import train_model, train_tokenizer
+
+
+class PipelineParams(BaseModel):
+    """Parameters of a pipeline run (the Prefect UI renders this as a form)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_name: str = Field("demo", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                          description="names the run directory and the Prefect artifacts")
+    artifact_root: str = Field(".larev/store", description="artifact store: a local path or s3://bucket/prefix")
+    run_dir: str = Field("runs", description="the run's headline outputs go to <run_dir>/<run_name>")
+    data: DataConfig = Field(default_factory=DataConfig)
+    baselines: BaselineConfig = Field(default_factory=BaselineConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    score: ScoreConfig = Field(default_factory=ScoreConfig)
+    variants: list[str] = Field(list(VARIANTS), description="synthetic rationale variants scored on the test split")
+    rationales: str | None = Field(None, description="a rationale file to score too (id, source, rationale[, label])")
+    progress: bool = Field(True, description="progress bars on long steps")
+
+
+def source_digests(data: DataConfig) -> list[str]:
+    """Content hashes of the run's input files (part of the examples step's cache key)."""
+    if data.source != "files":
+        return []
+    return [file_digest(p) for p in (data.train, data.test, data.validation) if p]
+
+
+@flow(name="rev-pipeline", flow_run_name="rev-{params.run_name}", log_prints=True)
+def rev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
+    """Train REV's two evaluators and score the rationale variants (and a user file) on the test split."""
+    store = ArtifactStore(params.artifact_root)
+    steps = StepRunner(store)
+    examples = steps.run(load_examples, store, params.data, source_digests(params.data))
+    baselines = steps.run(make_baselines, store, examples, params.baselines, progress=params.progress)
+    user = None
+    if params.rationales:
+        user = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales), examples,
+                         params.data.column_map or None)
+    rationales = steps.run(make_rationale_variants, store, examples, baselines, params.variants, user)
+    tokenizer = steps.run(train_tokenizer, store, examples, baselines, params.model)
+    models = {role: steps.run(train_model, store, role, examples, baselines, tokenizer, params.model,
+                              params.train, params.score, progress=params.progress, step_label=f"train-{role}")
+              for role in ("phi_base", "phi")}
+    scores = steps.run(score_rev, store, models["phi"], models["phi_base"], rationales, examples, baselines,
+                       params.baselines, params.score, params.train.device, progress=params.progress)
+    report = steps.run(summarise_scores, store, [scores], f"larev run '{params.run_name}'")
+    publish(store, report["summary"], report["report"], key=params.run_name.lower().replace("_", "-"))
+    refs = {"examples": examples, "baselines": baselines, "rationales": rationales, "scores": scores,
+            **models, **report, **({"tokenizer": tokenizer} if tokenizer else {})}
+    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))
+    return {"run_dir": run_dir, "refs": refs, "steps": steps.records}

@@ -1,0 +1,60 @@
+"""Score a rationale file with the evaluators a finished pipeline run trained."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import flow
+from pydantic import BaseModel, ConfigDict, Field
+
+from larev.config import BaselineConfig, ScoreConfig
+from larev.data.sources import file_digest
+from larev.errors import ConfigError
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.common import StepRunner
+from tasks.data import load_rationales
+from tasks.export import RUN_FILE, export_run
+from tasks.reports import publish, summarise_scores
+from tasks.scoring import score_rev
+
+
+class ScoreParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run: str = Field(..., description="a finished pipeline run's directory (holding run.json)")
+    rationales: str = Field(..., description="rationale file: id, source, rationale[, label] (.parquet/.jsonl/.csv)")
+    name: str = Field("scored", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      description="outputs go to <run>/<name>/")
+    column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
+    score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
+    device: str = Field("auto", description="auto, cpu or cuda")
+    progress: bool = True
+
+
+def read_run(run_dir: str) -> dict:
+    path = Path(run_dir) / RUN_FILE
+    if not path.exists():
+        raise ConfigError(f"{run_dir} is not a finished larev run (no {RUN_FILE}); run `larev run` first")
+    return json.loads(path.read_text())
+
+
+@flow(name="score-rationales", flow_run_name="score-{params.name}", log_prints=True)
+def score_rationales(params: ScoreParams) -> dict:
+    """Validate a rationale file against the run's test examples and score it with REV."""
+    run = read_run(params.run)
+    refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
+    store = ArtifactStore(run["artifact_root"])
+    steps = StepRunner(store)
+    score_config = params.score or ScoreConfig(**run["params"]["score"])
+    baseline_config = BaselineConfig(**run["params"]["baselines"])
+    rationales = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales),
+                           refs["examples"], params.column_map or None)
+    scores = steps.run(score_rev, store, refs["phi"], refs["phi_base"], rationales, refs["examples"],
+                       refs["baselines"], baseline_config, score_config, params.device, progress=params.progress)
+    report = steps.run(summarise_scores, store, [scores], f"larev scores of {Path(params.rationales).name}")
+    publish(store, report["summary"], report["report"], key=f"{params.name.lower().replace('_', '-')}")
+    out = export_run(store, str(Path(params.run) / params.name), {"rationales": rationales, "scores": scores,
+                                                                   **report}, params.model_dump(mode="json"))
+    return {"run_dir": out, "steps": steps.records}

@@ -1,0 +1,285 @@
+"""Evaluator models: build, save, load, encode, and batched log p(label | input).
+
+An evaluator is any seq2seq model that reads an input text and is scored on the label's text as the decoder
+target. Two ways to get one:
+- `embedded`: a small T5 built from `ModelConfig` with the word-level tokenizer trained on the training texts,
+  no download needed (the offline default);
+- a Hugging Face checkpoint by name or local path (t5-large, facebook/bart-large, google/flan-t5-base ...).
+Both are saved in Hugging Face format (safetensors weights only) with the larev configs in `larev_config.json`.
+
+Log-probability normalisation (one for every metric; `ScoreConfig.normalisation`):
+- `label_set` (default): s_k = sum of the token log-probs of candidate label k (its tokens and the end token);
+  log p(y | input) = s_y - logsumexp_k s_k, a proper distribution over the task's labels (NLI relations or the
+  row's answer choices), as in RORA eq. 8. Prediction = argmax_k s_k.
+- `sum`: s_y, the label sequence's log-likelihood under the seq2seq model (no renormalisation).
+- `mean`: s_y / |y|, the per-token mean (what an HF `loss` gives); prediction = argmax_k of s_k / |k|.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from larev import __version__
+from larev.config import ModelConfig, ScoreConfig
+from larev.device import autocast, resolve_device
+from larev.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+LAREV_CONFIG_FILE = "larev_config.json"
+
+
+@dataclass
+class Evaluator:
+    """A seq2seq model with its tokenizer, the config it was built from, and where it runs."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    config: ModelConfig
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    bf16: bool = True
+    meta: dict = field(default_factory=dict)  # role, training history ... saved beside the config
+
+    @property
+    def pad_id(self) -> int:
+        return int(self.tokenizer.pad_token_id)
+
+    @property
+    def eos_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    def to(self, device: torch.device) -> "Evaluator":
+        self.model.to(device)
+        self.device = device
+        return self
+
+
+# ----------------------------------------------------------------------------------------------- building
+
+
+def build_embedded_t5(config: ModelConfig, tokenizer, seed: int) -> Evaluator:
+    """A small T5 initialised from `seed`, sized by `config`, over `tokenizer`'s vocabulary."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    t5_config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=config.d_model,
+        d_kv=config.d_kv,
+        d_ff=config.d_ff,
+        num_layers=config.num_layers,
+        num_decoder_layers=config.num_layers,
+        num_heads=config.num_heads,
+        dropout_rate=config.dropout,
+        feed_forward_proj="relu",
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = T5ForConditionalGeneration(t5_config)
+    return Evaluator(model=model, tokenizer=tokenizer, config=config)
+
+
+def load_hf_checkpoint(config: ModelConfig) -> Evaluator:
+    """A pretrained Hugging Face seq2seq checkpoint, by name or local path (safetensors weights only)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(config.backbone)
+        model = AutoModelForSeq2SeqLM.from_pretrained(config.backbone, use_safetensors=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"could not load the seq2seq checkpoint {config.backbone!r}: {exc.__class__.__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}. Without access to the model hub, give a local "
+            f"directory holding the model in Hugging Face format (safetensors), or use backbone='embedded'."
+        ) from None
+    if tokenizer.pad_token_id is None:
+        raise ConfigError(f"the tokenizer of {config.backbone!r} has no pad token")
+    return Evaluator(model=model, tokenizer=tokenizer, config=config)
+
+
+def new_evaluator(config: ModelConfig, *, tokenizer=None, seed: int = 0) -> Evaluator:
+    """A fresh evaluator to train: the embedded T5 (needs the trained `tokenizer`) or an HF checkpoint."""
+    if config.backbone == "embedded":
+        if tokenizer is None:
+            raise ConfigError("backbone='embedded' needs the tokenizer trained on the training texts")
+        return build_embedded_t5(config, tokenizer, seed)
+    return load_hf_checkpoint(config)
+
+
+# ----------------------------------------------------------------------------------------------- save / load
+
+
+def save_evaluator(evaluator: Evaluator, out_dir: str | Path, **extra_meta) -> Path:
+    """Save weights (safetensors), HF config, tokenizer and `larev_config.json` (configs + meta) into out_dir."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    evaluator.model.save_pretrained(out, safe_serialization=True)
+    evaluator.tokenizer.save_pretrained(out)
+    meta = {**evaluator.meta, **extra_meta}
+    payload = {"larev_version": __version__, "model_config": evaluator.config.model_dump(mode="json"), "meta": meta}
+    (out / LAREV_CONFIG_FILE).write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
+    return out
+
+
+def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True) -> Evaluator:
+    """Load an evaluator saved by `save_evaluator` (weights through safetensors only, no pickled code)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    path = Path(path)
+    cfg_file = path / LAREV_CONFIG_FILE
+    if not cfg_file.exists():
+        raise ConfigError(f"{path} is not a larev evaluator directory (no {LAREV_CONFIG_FILE})")
+    payload = json.loads(cfg_file.read_text())
+    config = ModelConfig(**payload["model_config"])
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, use_safetensors=True)
+    model.eval()
+    ev = Evaluator(model=model, tokenizer=tokenizer, config=config, bf16=bf16, meta=payload.get("meta", {}))
+    return ev.to(resolve_device(device))
+
+
+# ----------------------------------------------------------------------------------------------- encoding
+
+
+def tokenize(tokenizer, texts: list[str], max_len: int, eos_id: int) -> tuple[list[list[int]], int]:
+    """Token ids per text, cut to `max_len` keeping the final end token; also the number of texts cut."""
+    ids = tokenizer(list(texts), add_special_tokens=True)["input_ids"]
+    n_cut = 0
+    out = []
+    for row in ids:
+        if len(row) > max_len:
+            n_cut += 1
+            row = row[: max_len - 1] + [eos_id]
+        out.append(row)
+    return out, n_cut
+
+
+def pad_batch(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id lists into (ids, attention_mask) tensors."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, : len(r)] = 1
+    return ids, mask
+
+
+def labels_for_loss(label_ids: torch.Tensor, label_mask: torch.Tensor) -> torch.Tensor:
+    """HF convention: positions to ignore in the loss carry -100."""
+    return label_ids.masked_fill(label_mask == 0, -100)
+
+
+# ----------------------------------------------------------------------------------------------- scoring
+
+
+def normalise_label_scores(seq_logp: torch.Tensor, n_tokens: torch.Tensor, target: torch.Tensor,
+                           mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(y | input) of the target candidate and the predicted candidate index, per row.
+
+    seq_logp: [n, K] summed token log-probs of each candidate label (-inf where a row has fewer candidates);
+    n_tokens: [n, K] label lengths in tokens; target: [n] index of the label being scored.
+    label_set: s_y - logsumexp_k s_k;  sum: s_y;  mean: s_y / |y|  (see the module docstring).
+    """
+    if mode == "label_set":
+        scores = torch.log_softmax(seq_logp, dim=1)
+    elif mode == "sum":
+        scores = seq_logp
+    elif mode == "mean":
+        scores = seq_logp / n_tokens.clamp(min=1)
+    else:
+        raise ConfigError(f"unknown normalisation {mode!r}; expected label_set, sum or mean")
+    return scores.gather(1, target[:, None]).squeeze(1), scores.argmax(dim=1)
+
+
+def candidate_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       cand_ids: torch.Tensor, cand_mask: torch.Tensor, cand_row: torch.Tensor) -> torch.Tensor:
+    """Summed token log-probs of each (row, candidate) pair, encoding every row once.
+
+    input_ids/attention_mask: [n, L]; cand_ids/cand_mask: [P, T] candidate label ids (teacher forced);
+    cand_row: [P] which row each candidate pair belongs to. Returns [P].
+    """
+    encoder = model.get_encoder()
+    hidden = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    out = model(encoder_outputs=(hidden[cand_row],), attention_mask=attention_mask[cand_row],
+                labels=labels_for_loss(cand_ids, cand_mask))
+    logp = torch.log_softmax(out.logits.float(), dim=-1)
+    token_logp = logp.gather(2, cand_ids[:, :, None]).squeeze(2)
+    return (token_logp * cand_mask).sum(dim=1)
+
+
+@dataclass
+class LabelScores:
+    """Per-row result of scoring: log p(label | input), the predicted label and whether it is the label."""
+
+    logp: np.ndarray  # [n] float64
+    predicted: list[str]
+    correct: np.ndarray  # [n] bool
+    n_truncated: int = 0
+
+
+def score_labels(evaluator: Evaluator, inputs: list[str], labels: list[str], candidates: list[list[str]],
+                 config: ScoreConfig | None = None, *, progress: bool = False, desc: str = "scoring") -> LabelScores:
+    """Batched log p(label | input) under `config.normalisation`, with the argmax prediction over `candidates`.
+
+    candidates[i] is row i's label set and must contain labels[i].
+    """
+    config = config or ScoreConfig()
+    if not (len(inputs) == len(labels) == len(candidates)):
+        raise ValueError("inputs, labels and candidates must have the same length")
+    for i, (y, cands) in enumerate(zip(labels, candidates)):
+        if y not in cands:
+            raise ValueError(f"row {i}: label {y!r} is not among its candidates {cands}")
+    model, tok = evaluator.model, evaluator.tokenizer
+    model.eval()
+    label_cache: dict[str, list[int]] = {}
+
+    def label_ids(text: str) -> list[int]:
+        if text not in label_cache:
+            label_cache[text] = tokenize(tok, [text], evaluator.config.max_target_tokens, evaluator.eos_id)[0][0]
+        return label_cache[text]
+
+    enc, n_cut = tokenize(tok, inputs, evaluator.config.max_input_tokens, evaluator.eos_id)
+    if n_cut:
+        log.info("%d of %d inputs were longer than %d tokens and were truncated", n_cut, len(inputs),
+                 evaluator.config.max_input_tokens)
+    logp_out = np.empty(len(inputs), dtype=np.float64)
+    predicted: list[str] = []
+    starts = range(0, len(inputs), config.batch_size)
+    for start in tqdm(starts, desc=desc, disable=not progress, leave=False, unit="batch"):
+        stop = min(start + config.batch_size, len(inputs))
+        ids, mask = pad_batch(enc[start:stop], evaluator.pad_id)
+        rows_cands = candidates[start:stop]
+        pairs = [(r, c) for r, cands in enumerate(rows_cands) for c in cands]
+        cand_ids, cand_mask = pad_batch([label_ids(c) for _, c in pairs], evaluator.pad_id)
+        cand_row = torch.tensor([r for r, _ in pairs], dtype=torch.long)
+        dev = evaluator.device
+        with torch.no_grad(), autocast(dev, evaluator.bf16):
+            pair_logp = candidate_logprobs(model, ids.to(dev), mask.to(dev), cand_ids.to(dev), cand_mask.to(dev),
+                                           cand_row.to(dev)).float().cpu()
+        k_max = max(len(c) for c in rows_cands)
+        seq = torch.full((stop - start, k_max), -math.inf)
+        ntok = torch.ones((stop - start, k_max))
+        pos = 0
+        for r, cands in enumerate(rows_cands):
+            k = len(cands)
+            seq[r, :k] = pair_logp[pos: pos + k]
+            ntok[r, :k] = cand_mask[pos: pos + k].sum(dim=1).float()
+            pos += k
+        target = torch.tensor([cands.index(y) for cands, y in zip(rows_cands, labels[start:stop])])
+        logp, pred = normalise_label_scores(seq, ntok, target, config.normalisation)
+        logp_out[start:stop] = logp.double().numpy()
+        predicted.extend(cands[p] for cands, p in zip(rows_cands, pred.tolist()))
+    correct = np.array([p == y for p, y in zip(predicted, labels)], dtype=bool)
+    return LabelScores(logp=logp_out, predicted=predicted, correct=correct, n_truncated=n_cut)

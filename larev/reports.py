@@ -1,0 +1,83 @@
+"""Tables, Markdown reports and plots of scores (no Prefect: the tasks publish these as Prefect artifacts)."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import polars as pl
+
+from larev.metrics.rev import DEGRADED, separations
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "nan"
+    if isinstance(x, float):
+        return f"{x:.3f}"
+    return str(x)
+
+
+def markdown_table(df: pl.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of a small frame."""
+    head = "| " + " | ".join(df.columns) + " |"
+    rule = "| " + " | ".join("---" for _ in df.columns) + " |"
+    body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in df.iter_rows()]
+    return "\n".join([head, rule, *body])
+
+
+def separation_table(summary: pl.DataFrame) -> pl.DataFrame:
+    """One row per metric: gold minus each degraded variant, and their sum."""
+    rows = []
+    for metric in summary["metric"].unique(maintain_order=True).to_list():
+        seps = separations(summary, metric)
+        if seps:
+            rows.append({"metric": metric, **seps})
+    return pl.DataFrame(rows) if rows else pl.DataFrame({"metric": []}, schema={"metric": pl.String})
+
+
+def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = None) -> str:
+    """The run report: what was run, the score table, the separations and how to read them."""
+    parts = [f"# {title}", ""]
+    if meta:
+        parts += [f"- **{k}**: {v}" for k, v in meta.items()] + [""]
+    parts += ["## Scores per rationale source", "",
+              "`score` is the mean pointwise score (REV eq. 6, in nats); `accuracy_with` is the accuracy of the "
+              "evaluator that reads the rationale, `accuracy_base` of the one that reads the baseline only.", "",
+              markdown_table(summary), ""]
+    seps = separation_table(summary)
+    if seps.width > 1:
+        parts += ["## Separations (gold minus degraded variant)", "",
+                  "A useful metric scores the gold rationale above every degraded one: all positive, larger is "
+                  "better. `vacuous` is the baseline itself, so it should score near 0.", "",
+                  markdown_table(seps), ""]
+    return "\n".join(parts)
+
+
+def separation_plot(summary: pl.DataFrame) -> bytes:
+    """PNG bar chart of gold-minus-degraded separations per metric (like the LAREV thesis figure 5.4)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seps = separation_table(summary)
+    metrics = seps["metric"].to_list()
+    pairs = [f"gold-{d}" for d in DEGRADED if f"gold-{d}" in seps.columns]
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * max(1, len(pairs)), 3.4), dpi=120)
+    width = 0.8 / max(1, len(metrics))
+    for i, metric in enumerate(metrics):
+        values = [seps.filter(pl.col("metric") == metric)[p].item() for p in pairs]
+        xs = [j + (i - (len(metrics) - 1) / 2) * width for j in range(len(pairs))]
+        ax.bar(xs, values, width=width, label=metric.upper())
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(pairs)), pairs)
+    ax.set_ylabel("separation (nats)")
+    ax.set_title("gold minus degraded rationale scores")
+    if metrics:
+        ax.legend(frameon=False)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

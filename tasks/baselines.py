@@ -1,0 +1,35 @@
+"""Vacuous baseline rationales b for every (example, gold label), and the rationale variants to score."""
+
+from __future__ import annotations
+
+import polars as pl
+
+import larev.baselines.build as build
+import larev.variants as variants
+from larev.baselines.build import build_baselines
+from larev.config import BaselineConfig
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.common import larev_task, put_table
+
+
+@larev_task("baselines", code=(build,))
+def make_baselines(store: ArtifactStore, examples: ArtifactRef, config: BaselineConfig,
+                   progress: bool = True) -> ArtifactRef:
+    """id, label, baseline, baseline_backend for every example, with its gold label."""
+    ex = store.read_parquet(examples.uri)
+    b = build_baselines(ex, config, progress=progress)
+    return put_table(store, "baselines.parquet", b.with_columns(label=ex["label"]).select(
+        "id", "label", "baseline", "baseline_backend"))
+
+
+@larev_task("variants", code=(variants,))
+def make_rationale_variants(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
+                            names: list[str], user_rationales: ArtifactRef | None = None) -> ArtifactRef:
+    """The test split's rationale variants (gold, leaky, gold_leaky, vacuous), plus any user rationales."""
+    ex = store.read_parquet(examples.uri).filter(pl.col("split") == "test")
+    b = store.read_parquet(baselines.uri)
+    out = variants.make_variants(ex, b.filter(pl.col("id").is_in(ex["id"].implode())), tuple(names))
+    if user_rationales is not None:
+        out = variants.combine_rationale_sets(out, store.read_parquet(user_rationales.uri))
+    return put_table(store, "rationales.parquet", out)

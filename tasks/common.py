@@ -1,0 +1,206 @@
+"""What every larev task shares: the content-keyed cache policy, output locations, and the step runner.
+
+Cache key of a step = sha256 over
+  - the step name and its code version (a hash of the source of the task and the core modules it calls),
+  - each input artifact's content digest (ArtifactRef.digest), each config's values, each plain argument,
+  - the artifact store's root.
+The same key names the step's output folder `<root>/<step>/<key>/...`, so outputs are content-addressed by
+what produced them, and a second run with the same inputs is served from Prefect's cache (persisted as JSON in
+`<root>/_prefect/results`). Changing one option changes the key of that step and of every step downstream of
+it, and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import hashlib
+import inspect
+import io
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import CachePolicy
+from pydantic import BaseModel
+
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+
+# Arguments that never change a step's output.
+NOT_IN_KEY = frozenset({"progress"})
+
+
+def code_version(*objects: Callable | ModuleType) -> str:
+    """A hash of the source code of the given functions and modules (the step's 'code version')."""
+    h = hashlib.sha256()
+    for obj in objects:
+        try:
+            h.update(inspect.getsource(obj).encode())
+        except (OSError, TypeError):
+            h.update(repr(obj).encode())
+    return h.hexdigest()[:16]
+
+
+def canonical(value: Any) -> Any:
+    """A JSON-able stand-in for an argument, as it enters a cache key."""
+    if isinstance(value, ArtifactRef):
+        return {"ref": value.digest}
+    if isinstance(value, ArtifactStore):
+        return {"store": value.root}
+    if isinstance(value, BaseModel):
+        return {type(value).__name__: canonical(value.model_dump(mode="json"))}
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"cannot put a {type(value).__name__} into a cache key; pass an ArtifactRef, a config or a "
+                    f"plain value")
+
+
+def step_fingerprint(step: str, version: str, arguments: dict[str, Any]) -> str:
+    payload = {"step": step, "code": version,
+               "args": {k: canonical(v) for k, v in sorted(arguments.items()) if k not in NOT_IN_KEY}}
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+@dataclass
+class ArtifactCachePolicy(CachePolicy):
+    """Prefect cache policy: key on input artifacts' content + configs + code version (not the run)."""
+
+    step: str = ""
+    version: str = ""
+
+    def compute_key(self, task_ctx, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs) -> str:
+        return step_fingerprint(self.step, self.version, inputs)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    step: str
+    fingerprint: str
+
+    def key(self, name: str) -> str:
+        return f"{self.step}/{self.fingerprint}/{name}"
+
+
+_CURRENT: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar("larev_step", default=None)
+
+
+def current_step() -> StepContext:
+    ctx = _CURRENT.get()
+    if ctx is None:
+        raise RuntimeError("output helpers are only available inside a larev task")
+    return ctx
+
+
+def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), **task_options):
+    """Declare a cached larev step: a Prefect task keyed by `ArtifactCachePolicy`, results persisted as JSON.
+
+    `code`: the core modules whose source counts as this step's code version (the task's own source always does).
+    """
+
+    def decorate(fn):
+        version = code_version(fn, *code)
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            token = _CURRENT.set(StepContext(step, step_fingerprint(step, version, dict(bound.arguments))))
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _CURRENT.reset(token)
+
+        options = {"name": step, "persist_result": True, "result_serializer": "json",
+                   "task_run_name": f"{step}", **task_options}
+        return task(run, cache_policy=ArtifactCachePolicy(step=step, version=version), **options)
+
+    return decorate
+
+
+# ----------------------------------------------------------------------------------------------- outputs
+
+
+def put_table(store: ArtifactStore, name: str, df) -> ArtifactRef:
+    """Write a polars frame as Parquet under the current step's folder; return its ref."""
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    return put_bytes(store, name, buf.getvalue(), kind="table")
+
+
+def put_json(store: ArtifactStore, name: str, obj: Any) -> ArtifactRef:
+    data = json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
+    return put_bytes(store, name, data, kind="json")
+
+
+def put_bytes(store: ArtifactStore, name: str, data: bytes, *, kind: str = "text") -> ArtifactRef:
+    key = current_step().key(name)
+    uri = store.write_bytes(key, data)
+    return ArtifactRef(uri=uri, key=key, digest=hashlib.sha256(data).hexdigest(), kind=kind)
+
+
+def put_dir(store: ArtifactStore, name: str, local_dir: str | Path, *, kind: str = "model") -> ArtifactRef:
+    key = current_step().key(name)
+    uri = store.put_dir(local_dir, key)
+    return ArtifactRef(uri=uri, key=key, digest=store.dir_digest(key), kind=kind)
+
+
+# ----------------------------------------------------------------------------------------------- running
+
+
+def result_storage_for(store: ArtifactStore):
+    """Prefect result storage (where cache records live) inside the artifact store: `<root>/_prefect/results`."""
+    from prefect.filesystems import LocalFileSystem, RemoteFileSystem
+
+    base = store.uri("_prefect/results")
+    if base.startswith("s3://"):
+        return RemoteFileSystem(basepath=base, settings=dict(store.storage_options or {}))
+    Path(base).mkdir(parents=True, exist_ok=True)
+    return LocalFileSystem(basepath=base)
+
+
+@dataclass
+class StepRecord:
+    step: str
+    cached: bool
+    seconds: float
+
+
+@dataclass
+class StepRunner:
+    """Runs larev tasks against one artifact store and records which were served from cache.
+
+    Flows call `run(task, ...)` instead of `task(...)`: it binds the store's result storage (so cache records
+    travel with the artifacts, local or S3) and returns the task's result.
+    """
+
+    store: ArtifactStore
+    records: list[StepRecord] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._storage = result_storage_for(self.store)
+
+    def run(self, task_obj, *args, step_label: str | None = None, **kwargs):
+        """Run `task_obj(*args, **kwargs)`; `step_label` names it in the summary (default: the task's name)."""
+        started = time.perf_counter()
+        state = task_obj.with_options(result_storage=self._storage)(*args, return_state=True, **kwargs)
+        result = state.result()  # raises the task's exception when it failed
+        self.records.append(StepRecord(step_label or task_obj.name, state.name == "Cached",
+                                       time.perf_counter() - started))
+        return result
+
+    def summary(self) -> str:
+        lines = [f"{'step':<24} {'status':<8} {'seconds':>8}"]
+        lines += [f"{r.step:<24} {'cached' if r.cached else 'ran':<8} {r.seconds:>8.1f}" for r in self.records]
+        return "\n".join(lines)

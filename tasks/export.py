@@ -1,0 +1,37 @@
+"""Copy a run's headline outputs into a plain run directory a person can open."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+
+RUN_FILE = "run.json"
+
+
+@task(name="export-run", cache_policy=NONE, persist_result=False)
+def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef], params: dict) -> str:
+    """Write scores/summary/report/plot under run_dir, and run.json naming every artifact the run used.
+
+    Files are written to a temporary name then renamed, so a run directory never holds half a file.
+    """
+    out = Path(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = {"scores": "scores.parquet", "summary": "summary.parquet", "report": "report.md",
+             "plot": "separations.png"}
+    for name, filename in names.items():
+        if name in refs:
+            tmp = out / f".{filename}.tmp"
+            tmp.write_bytes(store.read_bytes(refs[name].key))
+            tmp.replace(out / filename)
+    record = {"artifact_root": store.root, "params": params,
+              "artifacts": {k: v.model_dump() for k, v in refs.items()}}
+    tmp = out / f".{RUN_FILE}.tmp"
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+    tmp.replace(out / RUN_FILE)
+    return str(out)

@@ -1,0 +1,34 @@
+"""Summaries, the Markdown report and the separation plot; published to the Prefect UI as artifacts."""
+
+from __future__ import annotations
+
+import polars as pl
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+
+import larev.metrics.rev as rev
+import larev.reports as reports
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.common import larev_task, put_bytes, put_table
+
+
+@larev_task("report", code=(rev, reports))
+def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str) -> dict[str, ArtifactRef]:
+    """summary.parquet (per metric and source), report.md and separations.png."""
+    frame = pl.concat([store.read_parquet(s.uri) for s in scores], how="diagonal_relaxed")
+    summary = rev.summarise(frame)
+    return {
+        "summary": put_table(store, "summary.parquet", summary),
+        "report": put_bytes(store, "report.md", reports.report_markdown(summary, title=title).encode(), kind="text"),
+        "plot": put_bytes(store, "separations.png", reports.separation_plot(summary), kind="image"),
+    }
+
+
+@task(name="publish", cache_policy=NONE, persist_result=False)
+def publish(store: ArtifactStore, summary: ArtifactRef, report: ArtifactRef, key: str) -> None:
+    """Show the score table and the report in the Prefect UI (on cached reruns too)."""
+    table = store.read_parquet(summary.uri)
+    create_table_artifact(key=f"{key}-scores", table=table.to_dicts(), description="Scores per metric and source")
+    create_markdown_artifact(key=f"{key}-report", markdown=store.read_text(report.uri), description="Run report")

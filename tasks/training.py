@@ -1,0 +1,77 @@
+"""Train the embedded tokenizer and the evaluators (GPU stages: sent to a GPU work pool when one is configured)."""
+
+from __future__ import annotations
+
+import tempfile
+
+import polars as pl
+
+import larev.formats as formats
+import larev.models.evaluator as evaluator_mod
+import larev.models.tokenizer as tokenizer_mod
+import larev.models.train as train_mod
+from larev.config import ModelConfig, ScoreConfig, TrainConfig
+from larev.errors import ConfigError
+from larev.formats import baseline_input, rationale_input, target_text
+from larev.models.evaluator import new_evaluator, save_evaluator
+from larev.models.tokenizer import train_word_tokenizer
+from larev.models.train import train_evaluator
+from larev.schema import label_set
+from larev.variants import LEAKY_TEMPLATE
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.common import larev_task, put_dir
+
+ROLES = ("phi_base", "phi")
+
+
+def training_frame(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef) -> pl.DataFrame:
+    """Train and validation examples joined with their gold-label baseline."""
+    ex = store.read_parquet(examples.uri).filter(pl.col("split").is_in(["train", "validation"]))
+    b = store.read_parquet(baselines.uri).select("id", "label", "baseline")
+    return ex.join(b, on=["id", "label"], how="left")
+
+
+def evaluator_inputs(role: str, df: pl.DataFrame) -> list[str]:
+    """phi_base reads b (REV's g); phi reads [r, b] (REV's g')."""
+    if role == "phi_base":
+        return [baseline_input(b) for b in df["baseline"]]
+    if role == "phi":
+        return [rationale_input(r, b) for r, b in zip(df["rationale"], df["baseline"])]
+    raise ConfigError(f"unknown evaluator role {role!r}; expected one of {ROLES}")
+
+
+@larev_task("tokenizer", code=(tokenizer_mod, formats))
+def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
+                    model: ModelConfig) -> ArtifactRef | None:
+    """The embedded backbone's word-level vocabulary, from the training texts; None for a hub checkpoint."""
+    if model.backbone != "embedded":
+        return None
+    df = training_frame(store, examples, baselines).filter(pl.col("split") == "train")
+    labels = sorted({lab for t, c, y in zip(df["task"], df["choices"], df["label"])
+                     for lab in (label_set(t, c) if t == "nli" or c is not None else [y])})
+    texts = [*evaluator_inputs("phi", df), *labels, *(LEAKY_TEMPLATE.format(label=lab) for lab in labels)]
+    tok = train_word_tokenizer(texts, max_vocab=model.max_vocab)
+    with tempfile.TemporaryDirectory() as tmp:
+        tok.save_pretrained(tmp)
+        return put_dir(store, "tokenizer", tmp, kind="dir")
+
+
+@larev_task("train", code=(evaluator_mod, train_mod, formats), task_run_name="train-{role}")
+def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baselines: ArtifactRef,
+                tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig, score: ScoreConfig,
+                progress: bool = True) -> ArtifactRef:
+    """Train one evaluator (phi_base on b, or phi on [r, b]) and save it with its configs and history."""
+    from transformers import AutoTokenizer
+
+    df = training_frame(store, examples, baselines)
+    tr, val = df.filter(pl.col("split") == "train"), df.filter(pl.col("split") == "validation")
+    tok = AutoTokenizer.from_pretrained(store.get_dir(tokenizer.uri)) if tokenizer is not None else None
+    ev = new_evaluator(model, tokenizer=tok, seed=train.seed)
+    train_evaluator(ev, evaluator_inputs(role, tr), [target_text(y) for y in tr["label"]],
+                    evaluator_inputs(role, val), [target_text(y) for y in val["label"]],
+                    [label_set(t, c) for t, c in zip(val["task"], val["choices"])], train, score,
+                    progress=progress, desc=role)
+    with tempfile.TemporaryDirectory() as tmp:
+        save_evaluator(ev, tmp, role=role)
+        return put_dir(store, role, tmp)

@@ -1,0 +1,142 @@
+"""Evaluator models: normalisation by hand, batched scoring vs the model's own loss, training, save/load."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from larev.config import ModelConfig, ScoreConfig, TrainConfig
+from larev.errors import ConfigError
+from larev.models.evaluator import (candidate_logprobs, load_evaluator, load_hf_checkpoint, normalise_label_scores,
+                                    pad_batch, save_evaluator, score_labels, tokenize)
+from larev.models.tokenizer import SPECIAL_TOKENS, train_word_tokenizer
+from larev.models.train import linear_warmup_decay, train_evaluator
+from tests.helpers import TINY_MODEL, tiny_evaluator
+
+LABELS = ["entailment", "contradiction", "neutral"]
+
+
+def test_normalise_label_scores_by_hand():
+    # Two rows; row 1 has only two candidates (third is padding, -inf).
+    seq = torch.tensor([[math.log(0.2), math.log(0.1), math.log(0.1)],
+                        [math.log(0.5), math.log(0.25), -math.inf]])
+    ntok = torch.tensor([[2.0, 2.0, 4.0], [1.0, 2.0, 1.0]])
+    target = torch.tensor([0, 1])
+    logp, pred = normalise_label_scores(seq, ntok, target, "label_set")
+    # row 0: 0.2 / (0.2 + 0.1 + 0.1) = 0.5 ; row 1: 0.25 / 0.75 = 1/3
+    assert logp.tolist() == pytest.approx([math.log(0.5), math.log(1 / 3)])
+    assert pred.tolist() == [0, 0]
+    logp, _ = normalise_label_scores(seq, ntok, target, "sum")
+    assert logp.tolist() == pytest.approx([math.log(0.2), math.log(0.25)])
+    logp, pred = normalise_label_scores(seq, ntok, target, "mean")
+    assert logp.tolist() == pytest.approx([math.log(0.2) / 2, math.log(0.25) / 2])
+    # mean favours the 4-token candidate of row 0: log(0.1)/4 > log(0.2)/2
+    assert pred.tolist() == [2, 0]
+    with pytest.raises(ConfigError):
+        normalise_label_scores(seq, ntok, target, "softmax")
+
+
+def test_tokenizer_specials_and_truncation():
+    tok = train_word_tokenizer(["the cat sat on the mat .", "a dog ran"])
+    assert [tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3]
+    ids = tok("The cat flew")["input_ids"]
+    assert ids[-1] == tok.eos_token_id and tok.unk_token_id in ids  # lower-cased; unknown word -> <unk>
+    rows, n_cut = tokenize(tok, ["the cat sat on the mat", "a dog"], max_len=4, eos_id=tok.eos_token_id)
+    assert n_cut == 1 and rows[0][-1] == tok.eos_token_id and len(rows[0]) == 4 and len(rows[1]) == 3
+    ids, mask = pad_batch(rows, tok.pad_token_id)
+    assert ids.shape == (2, 4) and mask.sum().item() == 7
+
+
+def test_candidate_logprobs_match_model_loss():
+    ev = tiny_evaluator(["premise hypothesis yes no maybe"] + LABELS)
+    rows, _ = tokenize(ev.tokenizer, ["premise yes", "hypothesis no maybe"], 32, ev.eos_id)
+    ids, mask = pad_batch(rows, ev.pad_id)
+    lab_rows, _ = tokenize(ev.tokenizer, ["neutral", "entailment"], 8, ev.eos_id)
+    lab, lab_mask = pad_batch(lab_rows, ev.pad_id)
+    with torch.no_grad():
+        got = candidate_logprobs(ev.model.eval(), ids, mask, lab, lab_mask, torch.tensor([0, 1]))
+        for i in range(2):
+            out = ev.model(input_ids=ids[i:i + 1], attention_mask=mask[i:i + 1], labels=lab[i:i + 1])
+            # HF loss is the token mean of -log p; our sum over the 2 label tokens = -2 * loss
+            assert got[i].item() == pytest.approx(-2 * out.loss.item(), rel=1e-5)
+
+
+def _planted_task(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(40)]
+    inputs, labels = [], []
+    for _ in range(n):
+        y = LABELS[rng.integers(3)]
+        filler = " ".join(rng.choice(words, size=6))
+        inputs.append(f"{filler} cue{LABELS.index(y)} {filler}")
+        labels.append(y)
+    return inputs, labels
+
+
+def test_training_learns_a_planted_cue_and_changes_parameters():
+    inputs, labels = _planted_task(240)
+    ev = tiny_evaluator(inputs + LABELS)
+    before = {k: v.clone() for k, v in ev.model.state_dict().items()}
+    result = train_evaluator(ev, inputs[:200], labels[:200], inputs[200:], labels[200:], [LABELS] * 40,
+                             TrainConfig(epochs=8, batch_size=16, learning_rate=5e-3, seed=1), progress=False)
+    changed = [k for k, v in ev.model.state_dict().items() if not torch.equal(v, before[k])]
+    assert len(changed) == len(before)
+    assert len(result.history) == 8 and 1 <= result.best_epoch <= 8
+    scores = score_labels(ev, inputs[200:], labels[200:], [LABELS] * 40)
+    assert scores.logp.shape == (40,) and np.all(scores.logp <= 0)
+    assert scores.correct.mean() >= 0.9
+    best = result.history[result.best_epoch - 1]
+    assert best.val_logp == max(h.val_logp for h in result.history)
+    assert scores.logp.mean() == pytest.approx(best.val_logp, abs=1e-6)  # the best epoch was restored
+
+
+def test_training_is_deterministic_for_a_seed():
+    inputs, labels = _planted_task(64)
+    results = []
+    for _ in range(2):
+        ev = tiny_evaluator(inputs + LABELS, seed=3)
+        train_evaluator(ev, inputs, labels, [], [], [], TrainConfig(epochs=1, batch_size=16, seed=5), progress=False)
+        results.append(score_labels(ev, inputs[:10], labels[:10], [LABELS] * 10).logp)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_scoring_is_batch_size_invariant_and_checks_candidates():
+    inputs, labels = _planted_task(30)
+    ev = tiny_evaluator(inputs + LABELS + ["yes", "no"])
+    cands = [LABELS if i % 2 else ["yes", "no", y] for i, y in enumerate(labels)]  # mixed candidate sets
+    a = score_labels(ev, inputs, labels, cands, ScoreConfig(batch_size=4))
+    b = score_labels(ev, inputs, labels, cands, ScoreConfig(batch_size=64))
+    np.testing.assert_allclose(a.logp, b.logp, atol=1e-5)
+    assert a.predicted == b.predicted
+    with pytest.raises(ValueError, match="not among its candidates"):
+        score_labels(ev, inputs[:1], ["neutral"], [["yes", "no"]])
+
+
+def test_save_load_round_trip_and_hf_path(tmp_path):
+    inputs, labels = _planted_task(20)
+    ev = tiny_evaluator(inputs + LABELS)
+    save_evaluator(ev, tmp_path / "m", role="phi")
+    assert (tmp_path / "m" / "model.safetensors").exists()
+    loaded = load_evaluator(tmp_path / "m", device="cpu")
+    assert loaded.config == TINY_MODEL and loaded.meta["role"] == "phi"
+    a = score_labels(ev, inputs, labels, [LABELS] * 20)
+    np.testing.assert_allclose(a.logp, score_labels(loaded, inputs, labels, [LABELS] * 20).logp, atol=1e-6)
+    # The Hugging Face checkpoint path (as for t5-large) loads the same directory by path.
+    hf = load_hf_checkpoint(ModelConfig(backbone=str(tmp_path / "m")))
+    hf.model.eval()
+    np.testing.assert_allclose(a.logp, score_labels(hf, inputs, labels, [LABELS] * 20).logp, atol=1e-6)
+
+
+def test_missing_checkpoint_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="local directory"):
+        load_hf_checkpoint(ModelConfig(backbone=str(tmp_path / "nowhere")))
+    with pytest.raises(ConfigError, match="not a larev evaluator"):
+        load_evaluator(tmp_path)
+
+
+def test_warmup_then_linear_decay():
+    assert [linear_warmup_decay(s, total=10, warmup=2) for s in range(10)] == pytest.approx(
+        [0.5, 1.0, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
