@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from an offline box
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # weight loading/saving bars; larev's own bars stay
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("httpx", "httpcore", "transformers", "urllib3", "botocore", "s3fs", "fsspec"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -64,7 +64,7 @@ def rev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     rationales = steps.run(make_rationale_variants, store, examples, baselines, params.variants, user)
     tokenizer = steps.run(train_tokenizer, store, examples, baselines, params.model)
     models = {role: steps.run(train_model, store, role, examples, baselines, tokenizer, params.model,
-                              params.train, params.score, progress=params.progress, step_label=f"train-{role}")
+                              params.train, progress=params.progress, step_label=f"train-{role}")
               for role in ("phi_base", "phi")}
     scores = steps.run(score_rev, store, models["phi"], models["phi_base"], rationales, examples, baselines,
                        params.baselines, params.score, params.train.device, progress=params.progress)

@@ -89,6 +89,9 @@ class TrainConfig(_Config):
     warmup_ratio: float = Field(0.06, ge=0, lt=1, description="linear warm-up share of all steps, then linear decay")
     max_grad_norm: float = Field(1.0, gt=0)
     eval_batch_size: int = Field(128, ge=1)
+    select_by: Literal["label_set", "sum", "mean"] = Field(
+        "label_set", description="checkpoint selection: the epoch with the best mean validation log p(label) "
+                                 "under this normalisation is kept (independent of the scoring options)")
     seed: int = Field(42, description="model initialisation, data order and dropout follow from this seed")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when present, else CPU")
     bf16: bool = Field(True, description="bf16 autocast on CUDA devices that support it (ignored on CPU)")

@@ -56,7 +56,7 @@ def label_set(task: str, choices: list[str] | None = None) -> list[str]:
 
 
 def _first_bad_row(df: pl.DataFrame, ok: pl.Expr) -> int | None:
-    bad = df.with_row_index("__row").filter(~ok.fill_null(False)).select("__row").head(1)
+    bad = df.with_row_index("__bad_row").filter(~ok.fill_null(False)).select("__bad_row").head(1)
     return None if bad.is_empty() else int(bad.item())
 
 

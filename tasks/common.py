@@ -160,14 +160,27 @@ def put_dir(store: ArtifactStore, name: str, local_dir: str | Path, *, kind: str
 
 
 def result_storage_for(store: ArtifactStore):
-    """Prefect result storage (where cache records live) inside the artifact store: `<root>/_prefect/results`."""
-    from prefect.filesystems import LocalFileSystem, RemoteFileSystem
+    """Prefect result storage (where cache records live) inside the artifact store: `<root>/_prefect/results`.
 
+    Local roots pass a Path (Prefect wraps it in a LocalFileSystem). S3 roots need a saved RemoteFileSystem
+    block; it is saved under a name derived from the root and carries no credentials (s3fs reads those from
+    the environment), only non-secret options such as the endpoint.
+    """
     base = store.uri("_prefect/results")
-    if base.startswith("s3://"):
-        return RemoteFileSystem(basepath=base, settings=dict(store.storage_options or {}))
-    Path(base).mkdir(parents=True, exist_ok=True)
-    return LocalFileSystem(basepath=base)
+    if not base.startswith("s3://"):
+        Path(base).mkdir(parents=True, exist_ok=True)
+        return Path(base)
+    from prefect.filesystems import RemoteFileSystem
+
+    settings = {k: v for k, v in (store.storage_options or {}).items() if k not in SECRET_OPTIONS}
+    block = RemoteFileSystem(basepath=base, settings=settings)
+    name = "larev-results-" + hashlib.sha256(base.encode()).hexdigest()[:12]
+    block.save(name, overwrite=True)
+    return block
+
+
+SECRET_OPTIONS = frozenset({"key", "secret", "token", "aws_access_key_id", "aws_secret_access_key",
+                            "aws_session_token"})
 
 
 @dataclass

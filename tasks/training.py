@@ -10,7 +10,7 @@ import larev.formats as formats
 import larev.models.evaluator as evaluator_mod
 import larev.models.tokenizer as tokenizer_mod
 import larev.models.train as train_mod
-from larev.config import ModelConfig, ScoreConfig, TrainConfig
+from larev.config import ModelConfig, TrainConfig
 from larev.errors import ConfigError
 from larev.formats import baseline_input, rationale_input, target_text
 from larev.models.evaluator import new_evaluator, save_evaluator
@@ -59,7 +59,7 @@ def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: Arti
 
 @larev_task("train", code=(evaluator_mod, train_mod, formats), task_run_name="train-{role}")
 def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baselines: ArtifactRef,
-                tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig, score: ScoreConfig,
+                tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                 progress: bool = True) -> ArtifactRef:
     """Train one evaluator (phi_base on b, or phi on [r, b]) and save it with its configs and history."""
     from transformers import AutoTokenizer
@@ -70,7 +70,7 @@ def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baseline
     ev = new_evaluator(model, tokenizer=tok, seed=train.seed)
     train_evaluator(ev, evaluator_inputs(role, tr), [target_text(y) for y in tr["label"]],
                     evaluator_inputs(role, val), [target_text(y) for y in val["label"]],
-                    [label_set(t, c) for t, c in zip(val["task"], val["choices"])], train, score,
+                    [label_set(t, c) for t, c in zip(val["task"], val["choices"])], train,
                     progress=progress, desc=role)
     with tempfile.TemporaryDirectory() as tmp:
         save_evaluator(ev, tmp, role=role)

@@ -61,7 +61,6 @@ def train_evaluator(
     val_labels: list[str],
     val_candidates: list[list[str]],
     config: TrainConfig,
-    score_config: ScoreConfig | None = None,
     *,
     progress: bool = True,
     desc: str = "train",
@@ -114,8 +113,7 @@ def train_evaluator(
                              val_accuracy=float("nan"), seconds=0.0)
         if val_inputs:
             scores = score_labels(evaluator, val_inputs, val_labels, val_candidates,
-                                  ScoreConfig(normalisation=(score_config or ScoreConfig()).normalisation,
-                                              batch_size=config.eval_batch_size))
+                                  ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size))
             record.val_logp = float(scores.logp.mean())
             record.val_accuracy = float(scores.correct.mean())
         record.seconds = time.perf_counter() - started

@@ -1,0 +1,207 @@
+"""Examples and rationales from local files: Parquet, JSON lines (.jsonl / .json) and CSV.
+
+`read_table` turns a file into a frame (format by suffix) and reports every unreadable file as an `InputError`
+naming the file and, where it can, the line or row; `load_examples_file` and `load_rationales_file` rename
+columns, normalise `choices` and validate against the data contract (larev/schema.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from larev.errors import InputError
+from larev.schema import validate_examples, validate_rationales
+
+log = logging.getLogger(__name__)
+
+SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+
+
+# ---- reading ------------------------------------------------------------------------------------------------
+
+def read_table(path: str | Path) -> pl.DataFrame:
+    """Read a Parquet, JSON-lines or CSV file (format by suffix) into a frame with at least one row.
+
+    `.json` holds JSON lines like `.jsonl`; a single top-level JSON array of objects is accepted too.
+    CSV columns are read as strings (ids like '007' keep their zeros).
+    """
+    path = Path(path)
+    file = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise InputError(f"unknown file type {path.suffix or '(no suffix)'!r}; use one of {list(SUFFIXES)}",
+                         file=file)
+    if not path.is_file():
+        raise InputError("file not found" if not path.exists() else "not a file", file=file)
+    if path.stat().st_size == 0:
+        raise InputError("the file is empty", file=file)
+    if suffix == ".parquet":
+        df = _read_parquet(path)
+    else:
+        text = _decode_utf8(path.read_bytes(), file=file)
+        df = _read_csv(text, file=file) if suffix == ".csv" else _read_json_lines(text, file=file)
+    if df.height == 0:
+        raise InputError("the file has no rows", file=file)
+    return df
+
+
+def _read_parquet(path: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as e:
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"not a valid Parquet file ({first_line})", file=str(path)) from None
+
+
+def _decode_utf8(data: bytes, *, file: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise InputError(f"not valid UTF-8: byte 0x{data[e.start]:02x} at byte offset {e.start} (line {line}); "
+                         "save the file as UTF-8", file=file) from None
+
+
+def _read_csv(text: str, *, file: str) -> pl.DataFrame:
+    try:
+        return pl.read_csv(io.StringIO(text), infer_schema=False)
+    except pl.exceptions.PolarsError as e:
+        problem = str(e).strip().splitlines()[0]
+    # Find the offending row with the csv module so the message can name it.
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, [])
+    for row_index, row in enumerate(rows):
+        if row and len(row) != len(header):
+            raise InputError(f"not a valid CSV file: {len(row)} fields where the header has {len(header)}",
+                             file=file, row=row_index)
+    raise InputError(f"not a valid CSV file ({problem})", file=file)
+
+
+def _read_json_lines(text: str, *, file: str) -> pl.DataFrame:
+    stripped = text.lstrip()
+    if stripped.startswith("["):  # one JSON array of records
+        try:
+            records = json.loads(stripped)
+        except json.JSONDecodeError as e:
+            raise InputError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}", file=file) from None
+        lines = list(enumerate(records))
+    else:
+        lines = []
+        for line_no, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                lines.append((line_no, json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise InputError(f"malformed JSON on line {line_no} (column {e.colno}): {e.msg}",
+                                 file=file, row=len(lines)) from None
+    for row, (where, record) in enumerate(lines):
+        if not isinstance(record, dict):
+            raise InputError(f"expected a JSON object, found {type(record).__name__} "
+                             f"({'line' if not stripped.startswith('[') else 'item'} {where})", file=file, row=row)
+    if not lines:
+        return pl.DataFrame()
+    try:
+        return pl.from_dicts([r for _, r in lines], infer_schema_length=None)
+    except (pl.exceptions.PolarsError, TypeError, ValueError) as e:
+        raise InputError(f"records do not form a table (a column mixes incompatible types?): {e}",
+                         file=file) from None
+
+
+# ---- shaping ------------------------------------------------------------------------------------------------
+
+def _rename(df: pl.DataFrame, column_map: dict[str, str] | None, *, file: str) -> pl.DataFrame:
+    """Rename file columns to canonical ones; a mapped column replaces a same-named column already present."""
+    if not column_map:
+        return df
+    missing = [c for c in column_map if c not in df.columns]
+    if missing:
+        raise InputError(f"column_map names column(s) {missing} that the file lacks; it has {df.columns}",
+                         file=file, column=missing[0])
+    targets = list(column_map.values())
+    if len(set(targets)) != len(targets):
+        raise InputError(f"column_map maps two columns onto the same name: {column_map}", file=file)
+    replaced = [t for t in targets if t in df.columns and t not in column_map]
+    if replaced:
+        log.info("%s: column_map replaces the file's own column(s) %s", file, replaced)
+    return df.drop(replaced).rename(column_map)
+
+
+def _parse_choices(value: str | None, *, file: str, row: int) -> list[str] | None:
+    """A choices cell written as text: a JSON list ('["a", "b"]') or '|'-separated ('a|b')."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    if value.startswith("["):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise InputError(f"choices look like a JSON list but do not parse: {e.msg}", file=file, row=row,
+                             column="choices") from None
+        if not isinstance(parsed, list) or not all(isinstance(c, str) for c in parsed):
+            raise InputError("choices must be a list of strings", file=file, row=row, column="choices")
+        return [c.strip() for c in parsed]
+    return [c.strip() for c in value.split("|")]
+
+
+def _normalise_choices(df: pl.DataFrame, *, file: str) -> pl.DataFrame:
+    if "choices" not in df.columns or df.schema["choices"] != pl.String:
+        return df
+    parsed = [_parse_choices(v, file=file, row=i) for i, v in enumerate(df["choices"])]
+    return df.with_columns(pl.Series("choices", parsed, dtype=pl.List(pl.String)))
+
+
+# ---- public loaders -----------------------------------------------------------------------------------------
+
+def conform_examples(df: pl.DataFrame, *, file: str, task: str | None = None, split: str | None = None,
+                     require_rationale: bool = True, drop_empty_rationales: bool = False) -> pl.DataFrame:
+    """Validate raw example rows (any source) and drop rows without a rationale when asked.
+
+    Row numbers in errors are those of `df`: validation runs before any row is dropped.
+    """
+    if split is None and "split" not in df.columns:
+        raise InputError("there is no 'split' column; pass split='train', 'validation' or 'test'", file=file,
+                         column="split")
+    df = _normalise_choices(df, file=file)
+    out = validate_examples(df, file=file, task=task, default_split=split,
+                            require_rationale=require_rationale and not drop_empty_rationales)
+    if drop_empty_rationales:
+        empty = pl.col("rationale").is_null() | (pl.col("rationale").str.strip_chars().str.len_chars() == 0)
+        n_empty = out.select(empty.sum()).item()
+        if n_empty:
+            log.warning("%s: dropped %d of %d rows with an empty rationale", file, n_empty, out.height)
+            out = out.filter(~empty)
+        if out.height == 0:
+            raise InputError("every row has an empty rationale", file=file, column="rationale")
+    return out
+
+
+def load_examples_file(path: str | Path, *, task: str | None = None, column_map: dict[str, str] | None = None,
+                       split: str | None = None, require_rationale: bool = True,
+                       drop_empty_rationales: bool = False) -> pl.DataFrame:
+    """Load examples from a local file into canonical form.
+
+    column_map: file column -> canonical column, e.g. {"sentence1": "premise", "explanation": "rationale"};
+        columns outside the contract are ignored (e-SNLI's rationale_2 / rationale_3, say).
+    split: fills a missing (or null) split column; a file without a split column needs it.
+    drop_empty_rationales: drop rows whose rationale is null or blank (logged with a count) instead of
+        failing on the first one; for training data with a few unexplained rows.
+    """
+    file = str(path)
+    df = _rename(read_table(path), column_map, file=file)
+    return conform_examples(df, file=file, task=task, split=split, require_rationale=require_rationale,
+                            drop_empty_rationales=drop_empty_rationales)
+
+
+def load_rationales_file(path: str | Path, examples: pl.DataFrame, *,
+                         column_map: dict[str, str] | None = None) -> pl.DataFrame:
+    """Load rationales to score (id, source, rationale, optional label) and check them against `examples`."""
+    file = str(path)
+    df = _rename(read_table(path), column_map, file=file)
+    return validate_rationales(df, examples, file=file)

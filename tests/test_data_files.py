@@ -1,0 +1,240 @@
+"""Local example and rationale files: every format, column mapping, and every way a file can be bad."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from larev.data.files import load_examples_file, load_rationales_file, read_table
+from larev.errors import InputError
+from larev.schema import EXAMPLE_SCHEMA
+
+ESNLI_DEV = Path("/work/shared/data/esnli/dev.parquet")
+
+NLI_ROWS = [
+    {"id": "n1", "premise": "A cook stirs a pot.", "hypothesis": "Someone is cooking.", "label": "entailment",
+     "explanation": "Stirring a pot is cooking."},
+    {"id": "n2", "premise": "A dog sleeps on a mat.", "hypothesis": "The dog is running.",
+     "label": "contradiction", "explanation": "A sleeping dog is not running."},
+]
+QA_ROWS = [
+    {"id": "q1", "question": "Where do you keep milk?", "choices": ["fridge", "oven", "shelf"], "label": "fridge",
+     "rationale": "Milk is kept cold.", "split": "test"},
+    {"id": "q2", "question": "What cuts paper?", "choices": ["spoon", "scissors"], "label": "scissors",
+     "rationale": "Scissors have blades.", "split": "test"},
+]
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _raises(match: str, fn, *args, **kw) -> InputError:
+    with pytest.raises(InputError, match=match) as info:
+        fn(*args, **kw)
+    return info.value
+
+
+# ---- formats ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl", ".json", ".csv"])
+def test_nli_in_every_format_with_column_map(tmp_path, suffix):
+    path = tmp_path / f"nli{suffix}"
+    frame = pl.DataFrame(NLI_ROWS)
+    if suffix == ".parquet":
+        frame.write_parquet(path)
+    elif suffix == ".csv":
+        frame.write_csv(path)
+    else:
+        _write_jsonl(path, NLI_ROWS)
+    df = load_examples_file(path, task="nli", split="validation", column_map={"explanation": "rationale"})
+    assert list(df.columns) == list(EXAMPLE_SCHEMA)
+    assert df["rationale"].to_list() == [r["explanation"] for r in NLI_ROWS]
+    assert set(df["split"]) == {"validation"} and set(df["task"]) == {"nli"}
+    assert df["question"].is_null().all()
+
+
+def test_json_array_is_accepted(tmp_path):
+    path = tmp_path / "nli.json"
+    path.write_text(json.dumps(NLI_ROWS))
+    df = load_examples_file(path, task="nli", split="test", column_map={"explanation": "rationale"})
+    assert df.height == 2
+
+
+def test_qa_parquet_and_jsonl_keep_choice_lists(tmp_path):
+    pl.DataFrame(QA_ROWS).write_parquet(tmp_path / "qa.parquet")
+    _write_jsonl(tmp_path / "qa.jsonl", QA_ROWS)
+    a = load_examples_file(tmp_path / "qa.parquet", task="qa")
+    b = load_examples_file(tmp_path / "qa.jsonl", task="qa")
+    assert a.equals(b)
+    assert a["choices"].to_list() == [r["choices"] for r in QA_ROWS]
+
+
+@pytest.mark.parametrize("cells", [
+    ['["fridge", "oven", "shelf"]', '["spoon", "scissors"]'],
+    ["fridge|oven|shelf", "spoon | scissors"],
+])
+def test_csv_choices_as_json_or_pipes(tmp_path, cells):
+    rows = [{**r, "choices": c} for r, c in zip(QA_ROWS, cells)]
+    pl.DataFrame(rows).write_csv(tmp_path / "qa.csv")
+    df = load_examples_file(tmp_path / "qa.csv", task="qa")
+    assert df["choices"].to_list() == [r["choices"] for r in QA_ROWS]
+
+
+def test_csv_keeps_string_ids_and_numeric_parquet_ids_become_strings(tmp_path):
+    (tmp_path / "a.csv").write_text("id,premise,hypothesis,label,rationale,split\n"
+                                    "007,p,h,neutral,r,test\n")
+    assert load_examples_file(tmp_path / "a.csv", task="nli")["id"].to_list() == ["007"]
+    pl.DataFrame({"id": [1, 2], "premise": ["p", "p"], "hypothesis": ["h", "h"], "label": ["neutral"] * 2,
+                  "rationale": ["r", "r"]}).write_parquet(tmp_path / "b.parquet")
+    assert load_examples_file(tmp_path / "b.parquet", task="nli", split="train")["id"].to_list() == ["1", "2"]
+
+
+def test_utf8_bom_and_blank_jsonl_lines_are_fine(tmp_path):
+    path = tmp_path / "nli.csv"
+    pl.DataFrame(NLI_ROWS).write_csv(path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load_examples_file(path, task="nli", split="test", column_map={"explanation": "rationale"}).height == 2
+    jsonl = tmp_path / "nli.jsonl"
+    jsonl.write_text(json.dumps(NLI_ROWS[0]) + "\n\n" + json.dumps(NLI_ROWS[1]) + "\n")
+    assert read_table(jsonl).height == 2
+
+
+def test_mapped_column_replaces_same_named_column(tmp_path):
+    rows = [{**r, "rationale": "first", "rationale_2": f"second {i}"} for i, r in enumerate(NLI_ROWS)]
+    _write_jsonl(tmp_path / "x.jsonl", rows)
+    df = load_examples_file(tmp_path / "x.jsonl", task="nli", split="test", column_map={"rationale_2": "rationale"})
+    assert df["rationale"].to_list() == ["second 0", "second 1"]
+
+
+def test_drop_empty_rationales(tmp_path, caplog):
+    rows = [{**NLI_ROWS[0], "explanation": "   "}, NLI_ROWS[1], {**NLI_ROWS[0], "id": "n3", "explanation": None}]
+    path = _write_jsonl(tmp_path / "x.jsonl", rows)
+    kw = dict(task="nli", split="train", column_map={"explanation": "rationale"})
+    err = _raises("empty rationale", load_examples_file, path, **kw)
+    assert err.row == 0 and err.column == "rationale"
+    with caplog.at_level(logging.WARNING, logger="larev.data.files"):
+        df = load_examples_file(path, **kw, drop_empty_rationales=True)
+    assert df["id"].to_list() == ["n2"]
+    assert "dropped 2 of 3 rows" in caplog.text
+    assert load_examples_file(path, **kw, require_rationale=False).height == 3
+
+
+def test_rationales_file(tmp_path):
+    examples = load_examples_file(_write_jsonl(tmp_path / "ex.jsonl", QA_ROWS), task="qa")
+    path = tmp_path / "r.csv"
+    pl.DataFrame({"id": ["q1", "q2"], "model": ["gpt", "gpt"], "text": ["cold", "blades"]}).write_csv(path)
+    df = load_rationales_file(path, examples, column_map={"model": "source", "text": "rationale"})
+    assert df.rows() == [("q1", "gpt", "cold", "fridge"), ("q2", "gpt", "blades", "scissors")]
+    pl.DataFrame({"id": ["q9"], "source": ["gpt"], "rationale": ["x"]}).write_csv(path)
+    err = _raises("not among the test examples", load_rationales_file, path, examples)
+    assert err.file == str(path) and err.row == 0
+
+
+# ---- errors -------------------------------------------------------------------------------------------------
+
+def test_missing_file(tmp_path):
+    err = _raises("file not found", load_examples_file, tmp_path / "nope.parquet")
+    assert err.file == str(tmp_path / "nope.parquet")
+
+
+def test_unknown_suffix_lists_the_known_ones(tmp_path):
+    (tmp_path / "x.tsv").write_text("a\tb\n")
+    _raises(r"unknown file type '.tsv'; use one of \['.parquet', '.jsonl', '.json', '.csv'\]",
+            read_table, tmp_path / "x.tsv")
+
+
+@pytest.mark.parametrize("name, content", [("x.csv", ""), ("x.jsonl", ""), ("x.parquet", "")])
+def test_empty_file(tmp_path, name, content):
+    (tmp_path / name).write_text(content)
+    _raises("the file is empty", read_table, tmp_path / name)
+
+
+@pytest.mark.parametrize("name, content", [("x.csv", "id,label\n"), ("x.jsonl", "\n\n")])
+def test_file_without_rows(tmp_path, name, content):
+    (tmp_path / name).write_text(content)
+    _raises("no rows", read_table, tmp_path / name)
+
+
+def test_parquet_without_rows(tmp_path):
+    pl.DataFrame({"id": [], "label": []}, schema={"id": pl.String, "label": pl.String}).write_parquet(
+        tmp_path / "x.parquet")
+    _raises("no rows", read_table, tmp_path / "x.parquet")
+
+
+def test_text_named_parquet(tmp_path):
+    (tmp_path / "x.parquet").write_text("id,label\n1,neutral\n")
+    err = _raises("not a valid Parquet file", read_table, tmp_path / "x.parquet")
+    assert "Traceback" not in str(err) and err.file == str(tmp_path / "x.parquet")
+
+
+@pytest.mark.parametrize("name", ["x.csv", "x.jsonl"])
+def test_non_utf8_names_the_byte_offset_and_line(tmp_path, name):
+    good = b"id,label\n" if name.endswith(".csv") else b'{"id": "a", "label": "neutral"}\n'
+    (tmp_path / name).write_bytes(good + b"caf\xe9\n")
+    err = _raises(rf"not valid UTF-8: byte 0xe9 at byte offset {len(good) + 3} \(line 2\)", read_table,
+                  tmp_path / name)
+    assert err.file == str(tmp_path / name)
+
+
+def test_malformed_json_line(tmp_path):
+    (tmp_path / "x.jsonl").write_text('{"id": "a"}\n\n{"id": "b",}\n')
+    err = _raises("malformed JSON on line 3", read_table, tmp_path / "x.jsonl")
+    assert err.row == 1
+
+
+def test_json_line_that_is_not_an_object(tmp_path):
+    (tmp_path / "x.jsonl").write_text('{"id": "a"}\n[1, 2]\n')
+    err = _raises(r"expected a JSON object, found list \(line 2\)", read_table, tmp_path / "x.jsonl")
+    assert err.row == 1
+
+
+def test_ragged_csv_names_the_row(tmp_path):
+    (tmp_path / "x.csv").write_text("id,label\na,neutral\nb,neutral,extra\n")
+    err = _raises("3 fields where the header has 2", read_table, tmp_path / "x.csv")
+    assert err.row == 1
+
+
+def test_bad_choices_cell(tmp_path):
+    rows = [{**QA_ROWS[0], "choices": '["fridge", "oven"'}]
+    pl.DataFrame(rows).write_csv(tmp_path / "qa.csv")
+    err = _raises("do not parse", load_examples_file, tmp_path / "qa.csv", task="qa")
+    assert (err.row, err.column) == (0, "choices")
+
+
+def test_column_map_naming_a_missing_column(tmp_path):
+    path = _write_jsonl(tmp_path / "x.jsonl", NLI_ROWS)
+    err = _raises(r"column_map names column\(s\) \['expl'\]", load_examples_file, path, task="nli",
+                  split="test", column_map={"expl": "rationale"})
+    assert err.column == "expl"
+
+
+def test_missing_split_asks_for_one(tmp_path):
+    path = _write_jsonl(tmp_path / "x.jsonl", NLI_ROWS)
+    _raises("no 'split' column; pass split=", load_examples_file, path, task="nli",
+            column_map={"explanation": "rationale"})
+
+
+def test_contract_errors_name_the_file_row_and_column(tmp_path):
+    rows = [NLI_ROWS[0], {**NLI_ROWS[1], "label": "maybe"}]
+    path = _write_jsonl(tmp_path / "x.jsonl", rows)
+    err = _raises("unknown label 'maybe'", load_examples_file, path, task="nli", split="test",
+                  column_map={"explanation": "rationale"})
+    assert (err.file, err.row, err.column) == (str(path), 1, "label")
+
+
+# ---- real data ----------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ESNLI_DEV.exists(), reason="e-SNLI dev file not present")
+def test_real_esnli_dev():
+    df = load_examples_file(ESNLI_DEV, task="nli", split="validation", drop_empty_rationales=True)
+    assert df.height > 9000
+    assert set(df["label"]) == {"entailment", "contradiction", "neutral"}
+    assert df["rationale"].str.strip_chars().str.len_chars().min() > 0
+    assert list(df.columns) == list(EXAMPLE_SCHEMA)
