@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test test-slow bench-speed clean
+.PHONY: install demo server-stop test test-slow clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,11 @@ install: $(STAMP)
 
 ## the main job on the embedded default: demo data, REV evaluators, scores, report under runs/demo-nli
 demo: install
-	$(BIN)/larev run
+	$(BIN)/larev run --server local
+
+## stop the background Prefect server (UI on http://127.0.0.1:4200) that `make demo` starts
+server-stop: install
+	$(BIN)/prefect server stop
 
 ## the default test suite (slow real-data checks are behind `-m slow`: make test-slow)
 test: install

@@ -45,6 +45,13 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where to train and score")
     p.add_argument("--normalisation", choices=["label_set", "sum", "mean"], help="log-probability normalisation")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _server_option(p)
+
+
+def _server_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", default="auto",
+                   help="Prefect API: auto (PREFECT_API_URL, else a temporary server), local (a background server "
+                        "with the UI on 127.0.0.1:4200, started if down), or an API URL")
 
 
 def _set(section: dict, **values) -> None:
@@ -105,10 +112,16 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
         print(f"Finished in {seconds:.1f}s")
 
 
+def _wait_for_api(args) -> None:
+    if getattr(args, "api_boot", None) is not None:
+        args.api_boot.join()
+
+
 def cmd_run(args) -> int:
     from flows.pipeline import rev_pipeline
 
     params = pipeline_params(args)
+    _wait_for_api(args)
     started = time.perf_counter()
     result = rev_pipeline(params)
     print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
@@ -121,6 +134,7 @@ def cmd_score(args) -> int:
     params = ScoreParams(run=args.run, rationales=args.rationales, name=args.name, device=args.device,
                          column_map=json.loads(args.column_map) if args.column_map else {},
                          progress=not args.no_progress)
+    _wait_for_api(args)
     started = time.perf_counter()
     result = score_rationales(params)
     print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
@@ -152,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--column-map", default=None, help="JSON object: file column -> canonical column")
     score.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     score.add_argument("--no-progress", action="store_true")
+    _server_option(score)
     score.set_defaults(func=cmd_score)
     show = sub.add_parser("show", help="print a run's results")
     show.add_argument("run", help="the run directory")
@@ -165,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from an offline box
+    if args.command in ("run", "score"):
+        from flows.server import choose_api
+
+        args.api, args.api_boot = choose_api(args.server)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # weight loading/saving bars; larev's own bars stay

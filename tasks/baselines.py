@@ -5,6 +5,9 @@ from __future__ import annotations
 import polars as pl
 
 import larev.baselines.build as build
+import larev.baselines.nli as nli
+import larev.baselines.qa as qa
+import larev.llm as llm
 import larev.variants as variants
 from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig
@@ -13,7 +16,7 @@ from storage.ref import ArtifactRef
 from tasks.common import larev_task, put_table
 
 
-@larev_task("baselines", code=(build,))
+@larev_task("baselines", code=(build, nli, qa, llm))
 def make_baselines(store: ArtifactStore, examples: ArtifactRef, config: BaselineConfig,
                    progress: bool = True) -> ArtifactRef:
     """id, label, baseline, baseline_backend for every example, with its gold label."""

@@ -1,0 +1,119 @@
+"""Flows under one session-scoped Prefect test harness: caching, invalidation, bad input, the score flow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from flows.cli import main
+from flows.pipeline import PipelineParams, rev_pipeline
+from flows.score import ScoreParams, score_rationales
+from larev.config import DemoDataConfig, ModelConfig, ScoreConfig, TrainConfig
+from larev.data.sources import DataConfig
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+TINY = ModelConfig(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
+ALL_STEPS = ["examples", "baselines", "variants", "tokenizer", "train-phi_base", "train-phi", "score-rev", "report"]
+
+
+def tiny_params(root: Path, **changes) -> PipelineParams:
+    base = dict(run_name="tiny", artifact_root=str(root / "store"), run_dir=str(root / "runs"),
+                data=DataConfig(demo=DemoDataConfig(n_train=48, n_validation=8, n_test=12)), model=TINY,
+                train=TrainConfig(epochs=1, batch_size=16), progress=False)
+    return PipelineParams(**{**base, **changes})
+
+
+def ran(result) -> list[str]:
+    return [s.step for s in result["steps"] if not s.cached]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    return root, rev_pipeline(tiny_params(root))
+
+
+def test_cold_run_writes_readable_scores(first_run):
+    root, result = first_run
+    assert ran(result) == ALL_STEPS
+    run_dir = Path(result["run_dir"])
+    scores = pl.read_parquet(run_dir / "scores.parquet")
+    assert scores.height == 4 * 12
+    assert sorted(scores["source"].unique()) == ["gold", "gold_leaky", "leaky", "vacuous"]
+    np.testing.assert_allclose(scores["score"], scores["logp_with"] - scores["logp_base"])
+    assert (scores["logp_with"] <= 0).all() and (scores["logp_base"] <= 0).all()  # label_set: log of a probability
+    summary = pl.read_parquet(run_dir / "summary.parquet")
+    assert set(summary.columns) >= {"metric", "source", "score", "accuracy_with", "accuracy_base", "n"}
+    assert "## Separations" in (run_dir / "report.md").read_text()
+    assert (run_dir / "separations.png").read_bytes()[:4] == b"\x89PNG"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert {"phi", "phi_base", "scores", "examples"} <= set(record["artifacts"])
+
+
+def test_rerun_is_fully_cached_and_identical(first_run):
+    root, result = first_run
+    again = rev_pipeline(tiny_params(root))
+    assert ran(again) == []
+    assert again["refs"]["scores"] == result["refs"]["scores"]
+
+
+def test_scoring_option_reruns_scoring_only(first_run):
+    root, _ = first_run
+    changed = rev_pipeline(tiny_params(root, score=ScoreConfig(normalisation="sum")))
+    assert ran(changed) == ["score-rev", "report"]
+
+
+def test_training_option_reruns_training_and_downstream_only(first_run):
+    root, _ = first_run
+    changed = rev_pipeline(tiny_params(root, train=TrainConfig(epochs=1, batch_size=16, seed=7)))
+    assert ran(changed) == ["train-phi_base", "train-phi", "score-rev", "report"]
+
+
+def test_score_flow_scores_a_user_file_with_other_labels(first_run, tmp_path):
+    root, result = first_run
+    test = pl.read_parquet(result["refs"]["examples"].uri).filter(pl.col("split") == "test")
+    other = {"entailment": "neutral", "neutral": "contradiction", "contradiction": "entailment"}
+    user = pl.DataFrame({"id": test["id"], "source": "my-model", "rationale": test["rationale"],
+                         "label": [other[y] if i % 2 else y for i, y in enumerate(test["label"])]})
+    path = tmp_path / "mine.jsonl"
+    user.write_ndjson(path)
+    out = score_rationales(ScoreParams(run=result["run_dir"], rationales=str(path), name="mine", progress=False))
+    scores = pl.read_parquet(Path(out["run_dir"]) / "scores.parquet")
+    assert scores.height == test.height and set(scores["source"]) == {"my-model"}
+    assert scores["label"].to_list() == user["label"].to_list()
+
+
+BAD_FILES = {
+    "missing-column": (lambda p: pl.DataFrame({"id": ["a"], "premise": ["p"], "label": ["neutral"],
+                                               "rationale": ["r"]}).write_parquet(p), "hypothesis"),
+    "unknown-label": (lambda p: pl.DataFrame({"id": ["a", "b"], "premise": ["p", "q"], "hypothesis": ["h", "i"],
+                                              "label": ["neutral", "maybe"], "rationale": ["r", "s"]}
+                                             ).write_parquet(p), "maybe"),
+    "empty": (lambda p: pl.DataFrame(schema={"id": pl.String, "premise": pl.String, "hypothesis": pl.String,
+                                             "label": pl.String, "rationale": pl.String}).write_parquet(p),
+              "no rows"),
+    "not-parquet": (lambda p: p.write_text("id,premise\n1,text\n"), "Parquet"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_input_exits_nonzero_and_writes_nothing(case, tmp_path, capsys):
+    make, expected = BAD_FILES[case]
+    bad = tmp_path / "bad.parquet"
+    make(bad)
+    good = tmp_path / "good.jsonl"
+    pl.DataFrame({"id": ["g"], "premise": ["p"], "hypothesis": ["h"], "label": ["neutral"],
+                  "rationale": ["r"]}).write_ndjson(good)
+    code = main(["run", "--task", "nli", "--train", str(bad), "--test", str(good), "--store",
+                 str(tmp_path / "store"), "--run-dir", str(tmp_path / "runs"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "bad.parquet" in err and expected in err
+    assert not (tmp_path / "runs").exists()
+    store = tmp_path / "store"
+    assert not store.exists() or not [p for p in store.rglob("*") if p.is_file() and "_prefect" not in p.parts]
