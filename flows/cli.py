@@ -90,7 +90,7 @@ def pipeline_params(args: argparse.Namespace):
 def print_results(run_dir: str, steps=None, seconds: float | None = None) -> None:
     import polars as pl
 
-    from larev.reports import separation_table
+    from larev.reports import diagnose, separation_table
 
     summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
     with pl.Config(tbl_rows=50, tbl_hide_dataframe_shape=True, float_precision=3, tbl_hide_column_data_types=True):
@@ -100,6 +100,8 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
         if seps.width > 1:
             print("\nSeparations (gold minus degraded; all positive is what a good metric shows):")
             print(seps)
+    for note in diagnose(summary):
+        print(f"\nNote: {note}")
     if steps:
         from tasks.common import StepRecord
 

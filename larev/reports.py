@@ -36,6 +36,22 @@ def separation_table(summary: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows) if rows else pl.DataFrame({"metric": []}, schema={"metric": pl.String})
 
 
+LEAKY_BASELINE_ACCURACY = 0.95
+
+
+def diagnose(summary: pl.DataFrame) -> list[str]:
+    """Plain-language warnings about what the numbers can and cannot say."""
+    notes = []
+    for metric, acc in summary.group_by("metric").agg(pl.col("accuracy_base").mean()).iter_rows():
+        if acc is not None and acc >= LEAKY_BASELINE_ACCURACY:
+            notes.append(
+                f"{metric}: the baseline evaluator predicts the label from the vacuous rationale b alone with "
+                f"accuracy {acc:.3f}. b leaks the label (e.g. the template's relation word), so log g[b](y) is "
+                f"already near 0 and no rationale can score much above it: separations near 0 here say nothing "
+                f"about the rationales. This is the baseline-leakage failure LAREV is built to fix.")
+    return notes
+
+
 def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = None) -> str:
     """The run report: what was run, the score table, the separations and how to read them."""
     parts = [f"# {title}", ""]
@@ -51,6 +67,9 @@ def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = No
                   "A useful metric scores the gold rationale above every degraded one: all positive, larger is "
                   "better. `vacuous` is the baseline itself, so it should score near 0.", "",
                   markdown_table(seps), ""]
+    notes = diagnose(summary)
+    if notes:
+        parts += ["## Notes", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(parts)
 
 

@@ -117,3 +117,12 @@ def test_bad_input_exits_nonzero_and_writes_nothing(case, tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
     store = tmp_path / "store"
     assert not store.exists() or not [p for p in store.rglob("*") if p.is_file() and "_prefect" not in p.parts]
+
+
+def test_cli_show(first_run, tmp_path, capsys):
+    _, result = first_run
+    assert main(["show", result["run_dir"], "--report"]) == 0
+    out = capsys.readouterr().out
+    assert "gold_leaky" in out and "Separations" in out and "# larev run 'tiny'" in out
+    assert main(["show", str(tmp_path)]) == 2
+    assert "not a finished larev run" in capsys.readouterr().err

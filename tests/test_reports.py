@@ -1,0 +1,31 @@
+"""Reports: Markdown tables, separations, the baseline-leakage note, the PNG plot."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from larev.reports import diagnose, markdown_table, report_markdown, separation_plot, separation_table
+
+
+def _summary(acc_base: float) -> pl.DataFrame:
+    return pl.DataFrame({"metric": ["rev"] * 4, "source": ["gold", "gold_leaky", "leaky", "vacuous"],
+                         "score": [0.5, 0.25, -0.5, 0.0], "accuracy_with": [0.9, 0.9, 0.5, 0.5],
+                         "accuracy_base": [acc_base] * 4, "n": [10] * 4})
+
+
+def test_markdown_table_and_separations():
+    assert markdown_table(pl.DataFrame({"a": ["x"], "b": [0.12345]})) == "| a | b |\n| --- | --- |\n| x | 0.123 |"
+    seps = separation_table(_summary(0.5)).row(0, named=True)
+    assert seps == {"metric": "rev", "gold-leaky": 1.0, "gold-gold_leaky": 0.25, "gold-vacuous": 0.5, "SUM": 1.75}
+
+
+def test_leaky_baseline_is_flagged_only_when_the_baseline_reads_the_label():
+    assert diagnose(_summary(0.6)) == []
+    notes = diagnose(_summary(0.99))
+    assert len(notes) == 1 and "0.990" in notes[0] and "leaks the label" in notes[0]
+    assert "## Notes" in report_markdown(_summary(0.99), title="t")
+    assert "## Notes" not in report_markdown(_summary(0.6), title="t")
+
+
+def test_plot_is_a_png():
+    assert separation_plot(_summary(0.5))[:8] == b"\x89PNG\r\n\x1a\n"
