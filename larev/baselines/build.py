@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
-from tqdm.auto import tqdm
 
 from larev.baselines.nli import (RELATIONS, HFParaphraser, LLMParaphraser, NLIItem, OfflineParaphraser,
                                  TemplateParaphraser)
 from larev.baselines.qa import HFQuestionConverter, LLMQuestionConverter, QAItem, RuleConverter
 from larev.config import BaselineConfig
 from larev.errors import ConfigError, InputError
+from larev.progress import progress_bar
 from larev.llm import CachedGenerator, GeminiGenerator, Rewritten, TextGenerator
 
 BASELINE_COLUMNS = ("id", "baseline", "baseline_backend")
@@ -88,8 +87,7 @@ def build_baselines(examples: pl.DataFrame, config: BaselineConfig, *, generator
         raise InputError(f"unknown task {task!r}", column="task")
     results: list[Rewritten] = []
     starts = range(0, len(items), batch_size)
-    show = progress and sys.stderr.isatty()
-    for start in tqdm(starts, desc=f"{task} baselines", unit="batch", leave=False, disable=not show):
+    for start in progress_bar(starts, desc=f"{task} baselines", enabled=progress, unit="batch"):
         results.extend(convert(items[start:start + batch_size]))
     return pl.DataFrame({"id": examples["id"].cast(pl.String),
                          "baseline": [r.text for r in results],

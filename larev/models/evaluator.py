@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from larev.progress import progress_bar
 
 from larev import __version__
 from larev.config import ModelConfig, ScoreConfig
@@ -257,7 +257,7 @@ def score_labels(evaluator: Evaluator, inputs: list[str], labels: list[str], can
     logp_out = np.empty(len(inputs), dtype=np.float64)
     predicted: list[str] = []
     starts = range(0, len(inputs), config.batch_size)
-    for start in tqdm(starts, desc=desc, disable=not progress, leave=False, unit="batch"):
+    for start in progress_bar(starts, desc=desc, enabled=progress, unit="batch"):
         stop = min(start + config.batch_size, len(inputs))
         ids, mask = pad_batch(enc[start:stop], evaluator.pad_id)
         rows_cands = candidates[start:stop]

@@ -13,11 +13,11 @@ import copy
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import torch
-from tqdm.auto import tqdm
+from larev.progress import progress_bar
 
 from larev.config import ScoreConfig, TrainConfig
 from larev.device import autocast, resolve_device, seed_everything
@@ -65,8 +65,13 @@ def train_evaluator(
     progress: bool = True,
     desc: str = "train",
     on_epoch_end: Callable[[int, Evaluator, EpochRecord], None] | None = None,
+    keep_eval: Sequence[torch.nn.Module] = (),
 ) -> TrainResult:
-    """Fine-tune `evaluator` in place on (input, label) pairs; returns the per-epoch history."""
+    """Fine-tune `evaluator` in place on (input, label) pairs; returns the per-epoch history.
+
+    keep_eval: frozen sub-modules that stay in eval mode (no dropout) while the rest trains, e.g. the leakage
+    probe's encoder.
+    """
     if len(train_inputs) != len(train_labels) or not train_inputs:
         raise ValueError("train_inputs and train_labels must be non-empty and of the same length")
     generator = seed_everything(config.seed)
@@ -90,10 +95,12 @@ def train_evaluator(
     for epoch in range(1, config.epochs + 1):
         started = time.perf_counter()
         model.train()
+        for module in keep_eval:
+            module.eval()
         order = torch.randperm(n, generator=generator).tolist()
         losses = []
-        bar = tqdm(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}", disable=not progress,
-                   leave=False, unit="step")
+        bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}",
+                           enabled=progress, unit="step")
         for step in bar:
             idx = order[step * config.batch_size: (step + 1) * config.batch_size]
             ids, mask = pad_batch([x_ids[i] for i in idx], evaluator.pad_id)
