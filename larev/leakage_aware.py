@@ -1,0 +1,242 @@
+"""LAREV's leakage-aware evaluator phi_LA and its leakage probe psi (thesis sections 4.5-4.6).
+
+probe psi (eq. 4.8):  initialised from phi, encoder frozen (and kept in eval mode), decoder trained to predict y
+                      from Enc_phi(b~), b~ = the baseline with its leakage term masked.
+phi_LA (eq. 4.9/4.10): L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, bound)
+    ERM       = mean over the environments E1 (b), E2 (term masked), E3 (term replaced by an antonym) of the
+                token cross-entropy of y given [r, b_e]  (eq. 4.7's first term)
+    IRMv1_e   = per-environment penalty (eq. 4.6, larev/irm.py)
+    L_probe   = the frozen probe's cross-entropy of y decoded from phi_LA's own encoding of b~; its gradient
+                reaches phi_LA's encoder only.
+    Both weights ramp up linearly over the first `warmup_fraction` of the steps (thesis 5.3.3).
+The bound: the thesis subtracts L_probe unbounded, so phi_LA can lower its loss without limit by making the
+probe arbitrarily wrong (pushing probability onto wrong labels, which leaks the label again, inverted). We clip
+L_probe at the probe's chance-level loss, log K for K labels: once the probe can no longer beat chance from
+phi_LA's encoding, there is nothing more to gain (the clipped term then has zero gradient).
+Each batch holds whole instances: the three environments of an instance are always in the same step.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+import torch
+from pydantic import Field
+from larev.progress import progress_bar
+
+from larev.config import ScoreConfig, TrainConfig, _Config
+from larev.device import autocast, resolve_device, seed_everything
+from larev.irm import irm_penalty
+from larev.models.evaluator import Evaluator, labels_for_loss, pad_batch, score_labels, tokenize
+from larev.models.train import linear_warmup_decay
+
+log = logging.getLogger(__name__)
+
+ENVIRONMENTS = ("E1", "E2", "E3")
+# Thesis 5.3.3 (T5-large): e-SNLI 25 / 0.005, ECQA 5 / 0.0005.
+THESIS_WEIGHTS = {"nli": (25.0, 0.005), "qa": (5.0, 0.0005)}
+
+
+class LeakageAwareConfig(_Config):
+    """phi_LA's objective (eq. 4.10). None = the thesis's value for the task (e-SNLI 25 / 0.005, ECQA 5 / 0.0005)."""
+
+    lambda_irm: float | None = Field(None, ge=0, description="IRMv1 weight; None: thesis default for the task")
+    lambda_probe: float | None = Field(None, ge=0, description="probe-loss weight; None: thesis default")
+    warmup_fraction: float = Field(1 / 3, ge=0, le=1, description="both weights ramp up over this share of steps")
+    probe_bound: bool = Field(True, description="clip the subtracted probe loss at chance level (log K)")
+
+    def weights(self, task: str) -> tuple[float, float]:
+        irm, probe = THESIS_WEIGHTS[task]
+        return (irm if self.lambda_irm is None else self.lambda_irm,
+                probe if self.lambda_probe is None else self.lambda_probe)
+
+
+def ramp(step: int, total: int, fraction: float) -> float:
+    """Linear warm-up of a penalty weight: 0 at step 0, 1 from `fraction * total` steps on."""
+    ramp_steps = fraction * total
+    return 1.0 if ramp_steps <= 0 else min(1.0, step / ramp_steps)
+
+
+def bounded_probe_loss(probe_loss: torch.Tensor, n_labels: int, bound: bool = True) -> torch.Tensor:
+    """The probe loss to subtract: clipped at chance level log K when `bound` (see the module docstring)."""
+    return torch.clamp(probe_loss, max=math.log(n_labels)) if bound else probe_loss
+
+
+def la_objective(erm_losses: list[torch.Tensor], irm_penalties: list[torch.Tensor], probe_loss: torch.Tensor,
+                 w_irm: float, w_probe: float) -> torch.Tensor:
+    """Eq. 4.9: mean_e L^e + w_irm * sum_e IRM_e - w_probe * L_probe."""
+    erm = torch.stack(erm_losses).mean()
+    return erm + w_irm * torch.stack(irm_penalties).sum() - w_probe * probe_loss
+
+
+def freeze(modules: Iterable[torch.nn.Module]) -> None:
+    for module in modules:
+        module.eval()
+        for p in module.parameters():
+            p.requires_grad_(False)
+
+
+def probe_from(phi: Evaluator) -> Evaluator:
+    """psi: a copy of phi whose encoder (input embeddings included, which T5 shares with the decoder and the
+    output layer) is frozen; only the decoder blocks train."""
+    psi = copy.deepcopy(phi)
+    freeze([psi.model.get_encoder()])
+    psi.meta = {"role": "probe"}
+    return psi
+
+
+def decoder_loss_on(model: torch.nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
+                    labels: torch.Tensor) -> torch.Tensor:
+    """Token cross-entropy of `labels` decoded by `model` from given encoder states (the probe on phi_LA's h)."""
+    return model(encoder_outputs=(hidden,), attention_mask=attention_mask, labels=labels).loss
+
+
+@dataclass
+class LAInstance:
+    """One training instance: the rationale, its three baseline environments, the masked baseline and label."""
+
+    inputs: tuple[str, str, str]  # [r, b_E1], [r, b_E2], [r, b_E3] formatted evaluator inputs
+    probe_input: str  # baseline_input(b~)
+    label: str
+    n_labels: int
+
+
+@dataclass
+class LAStepRecord:
+    epoch: int
+    erm: float
+    irm: float
+    probe: float
+    w_irm: float
+    w_probe: float
+
+
+@dataclass
+class LAResult:
+    history: list[dict] = field(default_factory=list)  # per epoch: losses, validation, seconds
+    trace: list[LAStepRecord] = field(default_factory=list)  # per logging interval
+    best_epoch: int = 0
+
+    def as_dict(self) -> dict:
+        return {"history": self.history, "trace": [asdict(t) for t in self.trace], "best_epoch": self.best_epoch}
+
+
+def train_leakage_aware(
+    phi_la: Evaluator,
+    probe: Evaluator,
+    train: list[LAInstance],
+    val: list[LAInstance],
+    val_candidates: list[list[str]],
+    config: TrainConfig,
+    objective: LeakageAwareConfig,
+    task: str,
+    *,
+    progress: bool = True,
+    log_every: int = 10,
+) -> LAResult:
+    """Train phi_LA in place with eq. 4.10. `config.batch_size` counts instances (each brings 3 environments).
+
+    Model selection: the epoch with the best mean validation log p(y | [r, b_e]) over the three environments.
+    """
+    if not train:
+        raise ValueError("no training instances")
+    w_irm_max, w_probe_max = objective.weights(task)
+    generator = seed_everything(config.seed)
+    device = resolve_device(config.device)
+    phi_la.to(device)
+    phi_la.bf16 = config.bf16
+    probe.to(device)
+    freeze([probe.model])
+    tok, eos, pad = phi_la.tokenizer, phi_la.eos_id, phi_la.pad_id
+    max_in, max_out = phi_la.config.max_input_tokens, phi_la.config.max_target_tokens
+    env_ids = [tokenize(tok, [x.inputs[e] for x in train], max_in, eos)[0] for e in range(3)]
+    probe_ids, _ = tokenize(tok, [x.probe_input for x in train], max_in, eos)
+    y_ids, _ = tokenize(tok, [x.label for x in train], max_out, eos)
+    n = len(train)
+    steps_per_epoch = math.ceil(n / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    warmup = int(config.warmup_ratio * total)
+    model = phi_la.model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: linear_warmup_decay(s, total, warmup))
+    result = LAResult()
+    best, best_state, step = -math.inf, None, 0
+    for epoch in range(1, config.epochs + 1):
+        started = time.perf_counter()
+        model.train()
+        order = torch.randperm(n, generator=generator).tolist()
+        sums = {"erm": 0.0, "irm": 0.0, "probe": 0.0}
+        window: list[tuple[float, float, float]] = []
+        bar = progress_bar(range(steps_per_epoch), desc=f"phi_LA epoch {epoch}/{config.epochs}",
+                           enabled=progress, unit="step")
+        for i in bar:
+            idx = order[i * config.batch_size: (i + 1) * config.batch_size]
+            w_irm = w_irm_max * ramp(step, total, objective.warmup_fraction)
+            w_probe = w_probe_max * ramp(step, total, objective.warmup_fraction)
+            lab, lab_mask = pad_batch([y_ids[j] for j in idx], pad)
+            labels = labels_for_loss(lab, lab_mask).to(device)
+            # One forward pass over the 3 environments of every instance in the batch: rows env-major.
+            ids, mask = pad_batch([env_ids[e][j] for e in range(3) for j in idx], pad)
+            with autocast(device, config.bf16):
+                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.repeat(3, 1))
+                logits = out.logits.float().split(len(idx))
+                erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1),
+                                                         ignore_index=-100) for z in logits]
+                irm = [irm_penalty(z, labels) for z in logits]
+                if w_probe_max > 0:
+                    p_ids, p_mask = pad_batch([probe_ids[j] for j in idx], pad)
+                    p_mask = p_mask.to(device)
+                    hidden = model.get_encoder()(input_ids=p_ids.to(device), attention_mask=p_mask).last_hidden_state
+                    probe_loss = decoder_loss_on(probe.model, hidden, p_mask, labels)
+                    probe_term = bounded_probe_loss(probe_loss, min(train[j].n_labels for j in idx),
+                                                    objective.probe_bound)
+                else:
+                    probe_loss = probe_term = torch.zeros((), device=device)
+                loss = la_objective(erm, irm, probe_term, w_irm, w_probe)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            values = (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(), probe_loss.item())
+            window.append(values)
+            for k, v in zip(("erm", "irm", "probe"), values):
+                sums[k] += v
+            if len(window) == log_every or i == steps_per_epoch - 1:
+                mean = [sum(col) / len(window) for col in zip(*window)]
+                result.trace.append(LAStepRecord(epoch, *mean, w_irm=w_irm, w_probe=w_probe))
+                bar.set_postfix(erm=f"{mean[0]:.3f}", irm=f"{mean[1]:.3f}", probe=f"{mean[2]:.3f}")
+                window = []
+        record = {"epoch": epoch, **{k: v / steps_per_epoch for k, v in sums.items()}}
+        if val:
+            per_env = []
+            for e in range(3):
+                s = score_labels(phi_la, [x.inputs[e] for x in val], [x.label for x in val], val_candidates,
+                                 ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size))
+                per_env.append(float(s.logp.mean()))
+                record[f"val_logp_{ENVIRONMENTS[e]}"] = per_env[-1]
+                record[f"val_accuracy_{ENVIRONMENTS[e]}"] = float(s.correct.mean())
+            score = sum(per_env) / 3
+        else:
+            score = float(epoch)
+        record["seconds"] = time.perf_counter() - started
+        result.history.append(record)
+        log.info("phi_LA epoch %d: %s", epoch, ", ".join(f"{k} {v:.4f}" for k, v in record.items()
+                                                       if k != "epoch"))
+        if score > best:
+            best, result.best_epoch = score, epoch
+            best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    phi_la.meta["training"] = result.as_dict()
+    phi_la.meta["train_config"] = config.model_dump(mode="json")
+    phi_la.meta["objective"] = {**objective.model_dump(mode="json"),
+                                "effective_weights": {"lambda_irm": w_irm_max, "lambda_probe": w_probe_max}}
+    return result

@@ -1,0 +1,92 @@
+"""LAREV's objective pieces by hand, the probe's gradient path, and a tiny phi_LA / probe training smoke test."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from larev.config import TrainConfig
+from larev.formats import baseline_input, rationale_input
+from larev.leakage_aware import (LAInstance, LeakageAwareConfig, bounded_probe_loss, decoder_loss_on, freeze,
+                                 la_objective, probe_from, ramp, train_leakage_aware)
+from larev.models.evaluator import labels_for_loss, pad_batch, tokenize
+from larev.models.train import train_evaluator
+from tests.helpers import tiny_evaluator
+
+LABELS = ["entailment", "contradiction", "neutral"]
+WORDS = ["a", "man", "dog", "sleeps", "runs", "implies", "contradicts", "unrelated", "<mask>", "fruit", "tool",
+         "rationale", "baseline", ":", "."]
+
+
+def test_ramp_and_thesis_defaults():
+    assert [ramp(s, total=9, fraction=1 / 3) for s in (0, 1, 2, 3, 8)] == pytest.approx([0, 1 / 3, 2 / 3, 1, 1])
+    assert ramp(0, total=9, fraction=0) == 1.0
+    assert LeakageAwareConfig().weights("nli") == (25.0, 0.005)
+    assert LeakageAwareConfig().weights("qa") == (5.0, 0.0005)
+    assert LeakageAwareConfig(lambda_irm=0.0).weights("nli") == (0.0, 0.005)
+
+
+def test_objective_by_hand_and_probe_bound():
+    erm = [torch.tensor(1.0), torch.tensor(2.0), torch.tensor(3.0)]
+    irm = [torch.tensor(0.1), torch.tensor(0.2), torch.tensor(0.3)]
+    # mean ERM 2.0 + 10 * 0.6 - 0.5 * 0.4 = 7.8
+    assert la_objective(erm, irm, torch.tensor(0.4), 10.0, 0.5).item() == pytest.approx(7.8)
+    loss = torch.tensor(5.0, requires_grad=True)
+    clipped = bounded_probe_loss(loss, n_labels=3)
+    assert clipped.item() == pytest.approx(math.log(3))
+    clipped.backward()
+    assert loss.grad.item() == 0.0  # beyond chance level the subtracted term gives no more reward
+    assert bounded_probe_loss(torch.tensor(0.5), 3).item() == 0.5
+    assert bounded_probe_loss(torch.tensor(5.0), 3, bound=False).item() == 5.0
+
+
+def test_probe_gradient_reaches_phi_la_encoder_only():
+    phi = tiny_evaluator(WORDS + LABELS, seed=0)
+    psi = probe_from(phi)
+    freeze([psi.model])  # as during phi_LA training: the trained probe is fixed
+    phi_la = tiny_evaluator(WORDS + LABELS, seed=1)
+    rows, _ = tokenize(phi_la.tokenizer, [baseline_input("a man <mask> a dog sleeps")] * 2, 32, phi_la.eos_id)
+    ids, mask = pad_batch(rows, phi_la.pad_id)
+    lab, lab_mask = pad_batch(tokenize(phi_la.tokenizer, ["neutral", "entailment"], 8, phi_la.eos_id)[0],
+                              phi_la.pad_id)
+    hidden = phi_la.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+    (-0.5 * decoder_loss_on(psi.model, hidden, mask, labels_for_loss(lab, lab_mask))).backward()
+    encoder_grads = [p.grad for n, p in phi_la.model.named_parameters() if n.startswith("encoder.")]
+    assert encoder_grads and all(g is not None and g.abs().sum() > 0 for g in encoder_grads)
+    decoder_grads = [p.grad for n, p in phi_la.model.named_parameters() if n.startswith("decoder.")]
+    assert all(g is None for g in decoder_grads)
+    assert all(p.grad is None and not p.requires_grad for p in psi.model.parameters())
+
+
+def test_probe_training_moves_the_decoder_only():
+    phi = tiny_evaluator(WORDS + LABELS, seed=0)
+    psi = probe_from(phi)
+    before = {n: p.clone() for n, p in psi.model.named_parameters()}
+    inputs = [baseline_input(f"a man <mask> a dog {w}") for w in ("sleeps", "runs", "fruit")] * 8
+    labels = LABELS * 8
+    train_evaluator(psi, inputs, labels, [], [], [], TrainConfig(epochs=1, batch_size=8), progress=False,
+                    keep_eval=[psi.model.get_encoder()])
+    changed = {n for n, p in psi.model.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all(n.startswith("decoder.") for n in changed)
+
+
+def test_phi_la_training_smoke():
+    phi = tiny_evaluator(WORDS + LABELS, seed=0)
+    psi = probe_from(phi)
+    phi_la = tiny_evaluator(WORDS + LABELS, seed=2)
+    before = {n: p.clone() for n, p in phi_la.model.named_parameters()}
+    cue = {"entailment": "implies", "contradiction": "contradicts", "neutral": "unrelated"}
+    anti = {"entailment": "contradicts", "contradiction": "implies", "neutral": "implies"}
+    data = [LAInstance(inputs=tuple(rationale_input(f"a {w}", f"a man {t} a dog") for t in (cue[y], "<mask>", anti[y])),
+                       probe_input=baseline_input("a man <mask> a dog"), label=y, n_labels=3)
+            for y, w in zip(LABELS * 6, ["fruit", "tool", "dog"] * 6)]
+    result = train_leakage_aware(phi_la, psi, data[:15], data[15:], [LABELS] * 3,
+                                 TrainConfig(epochs=2, batch_size=4, learning_rate=3e-3), LeakageAwareConfig(),
+                                 "nli", progress=False, log_every=2)
+    assert len(result.history) == 2 and result.best_epoch in (1, 2)
+    assert {"erm", "irm", "probe", "val_logp_E1", "val_logp_E2", "val_logp_E3"} <= set(result.history[0])
+    assert result.trace[0].w_irm < result.trace[-1].w_irm == 25.0  # warm-up reached the full weight
+    assert all(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
+    assert phi_la.meta["objective"]["effective_weights"] == {"lambda_irm": 25.0, "lambda_probe": 0.005}
