@@ -2,79 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import threading
-import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from larev.errors import ConfigError
 from larev.llm import (CachedGenerator, GeminiGenerator, GenerationError, Rewritten, as_data, model_name,
                        single_line)
-
-KEY = "test-key-0123456789"
-PATH = re.compile(r"^/v1(beta)?/models/([^/:]+):generateContent$")
-
-
-class FakeGemini:
-    """A loopback HTTP server; `replies` is a queue of (status, text or None, delay_s); default 200 'ok'."""
-
-    def __init__(self) -> None:
-        self.replies: list[tuple[int, str | None, float]] = []
-        self.requests: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                match = PATH.match(self.path)
-                fake.requests.append({"path": self.path, "model": match and match.group(2),
-                                      "key": self.headers.get("x-goog-api-key"), "body": json.loads(body or b"{}")})
-                status, text, delay = fake.replies.pop(0) if fake.replies else (200, "ok", 0.0)
-                if match is None:
-                    status, text = 404, None
-                time.sleep(delay)
-                if status == 200:
-                    payload = {"candidates": [{"content": {"parts": [{"text": text}], "role": "model"},
-                                               "finishReason": "STOP"}]}
-                else:
-                    payload = {"error": {"code": status, "message": f"status {status}", "status": "ERROR"}}
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
-                    pass
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02},
-                                       daemon=True)
-
-    def client(self, **kwargs) -> GeminiGenerator:
-        kwargs.setdefault("api_key", KEY)
-        kwargs.setdefault("sleep", lambda s: None)
-        return GeminiGenerator("gemini-test", base_url=self.url, **kwargs)
-
-
-@pytest.fixture
-def gemini(monkeypatch) -> Iterator[FakeGemini]:
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    fake = FakeGemini()
-    fake.thread.start()
-    yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+from tests.fake_gemini import KEY, gemini  # noqa: F401  (the loopback server fixture)
 
 
 def test_generate_sends_prompt_model_key_and_temperature(gemini):
