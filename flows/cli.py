@@ -44,6 +44,14 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-seed", type=int, help="model initialisation / data order seed")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where to train and score")
     p.add_argument("--normalisation", choices=["label_set", "sum", "mean"], help="log-probability normalisation")
+    p.add_argument("--no-larev", action="store_true", help="REV only: skip LAREV's steps")
+    p.add_argument("--lambda-irm", type=float, help="LAREV: IRM weight (default: the thesis's, 25 NLI / 5 QA)")
+    p.add_argument("--lambda-probe", type=float, help="LAREV: probe weight (default: 0.005 NLI / 0.0005 QA)")
+    p.add_argument("--ablations", default=None,
+                   help="LAREV: comma-separated extra phi_LA variants: no_irm, no_probe, erm_envs")
+    p.add_argument("--antonyms", choices=["offline", "llm"], help="LAREV: how E3 is built (llm = Gemini)")
+    p.add_argument("--ig-steps", type=int, help="LAREV: Integrated Gradients steps (default 32)")
+    p.add_argument("--la-epochs", type=int, help="LAREV: phi_LA epochs (default 2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _server_option(p)
 
@@ -81,9 +89,22 @@ def pipeline_params(args: argparse.Namespace):
          seed=args.train_seed, device=args.device)
     _set(score, normalisation=args.normalisation)
     _set(baselines, paraphrase=args.paraphrase)
+    larev: dict = {"enabled": not args.no_larev}
+    objective: dict = {}
+    _set(objective, lambda_irm=args.lambda_irm, lambda_probe=args.lambda_probe)
+    if objective:
+        larev["objective"] = objective
+    if args.ablations:
+        larev["ablations"] = [a.strip() for a in args.ablations.split(",") if a.strip()]
+    if args.antonyms:
+        larev["antonyms"] = {"backend": args.antonyms}
+    if args.ig_steps:
+        larev["attribution"] = {"n_steps": args.ig_steps}
+    if args.la_epochs:
+        larev["la_train"] = {"epochs": args.la_epochs, "batch_size": 16}
     default_name = f"demo-{args.task or 'nli'}" if data.get("source") != "files" else "files"
     return PipelineParams(run_name=args.run_name or default_name, artifact_root=args.store, run_dir=args.run_dir,
-                          data=data, model=model, train=train, score=score, baselines=baselines,
+                          data=data, model=model, train=train, score=score, baselines=baselines, larev=larev,
                           rationales=args.rationales, progress=not args.no_progress)
 
 
@@ -120,13 +141,41 @@ def _wait_for_api(args) -> None:
 
 
 def cmd_run(args) -> int:
-    from flows.pipeline import rev_pipeline
+    from flows.pipeline import larev_pipeline
 
     params = pipeline_params(args)
     _wait_for_api(args)
     started = time.perf_counter()
-    result = rev_pipeline(params)
+    result = larev_pipeline(params)
     print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    return 0
+
+
+def cmd_bench_quality(args) -> int:
+    """The whole protocol on one train/test pair; results.json, results.md and separations.png in --out."""
+    import polars as pl
+
+    from flows.pipeline import larev_pipeline
+    from larev.bench import quality_markdown, quality_results
+
+    if args.ablations is None:
+        args.ablations = "no_irm,no_probe,erm_envs"
+    params = pipeline_params(args)
+    _wait_for_api(args)
+    started = time.perf_counter()
+    result = larev_pipeline(params)
+    seconds = time.perf_counter() - started
+    run_dir = Path(result["run_dir"])
+    summary = pl.read_parquet(run_dir / "summary.parquet")
+    n_test = pl.read_parquet(run_dir / "scores.parquet").filter(pl.col("source") == "gold")["id"].n_unique()
+    results = quality_results(summary, n_test=n_test, seconds=seconds)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "results.md").write_text(quality_markdown(summary, results, title=f"larev bench quality: {params.run_name}"))
+    (out / "separations.png").write_bytes((run_dir / "separations.png").read_bytes())
+    print_results(str(run_dir), result["steps"], seconds)
+    print(f"\nBenchmark results in {out}: results.json, results.md, separations.png")
     return 0
 
 
@@ -170,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--no-progress", action="store_true")
     _server_option(score)
     score.set_defaults(func=cmd_score)
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
+    quality = bench.add_parser("quality", help="REV, LAREV and its ablations on one train/test pair; results.json")
+    _common_run_options(quality)
+    quality.add_argument("--out", required=True, help="directory for results.json, results.md, separations.png")
+    quality.set_defaults(func=cmd_bench_quality)
     show = sub.add_parser("show", help="print a run's results")
     show.add_argument("run", help="the run directory")
     show.add_argument("--report", action="store_true", help="also print report.md")
@@ -182,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from an offline box
-    if args.command in ("run", "score"):
+    if args.command in ("run", "score", "bench"):
         from flows.server import choose_api
 
         args.api, args.api_boot = choose_api(args.server)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.data.sources import DataConfig, file_digest
+from larev.leakage_aware import LarevConfig
 from larev.metrics.rev import VARIANTS
 from storage import ArtifactStore
 from tasks.baselines import make_baselines, make_rationale_variants
@@ -20,7 +21,8 @@ from tasks.common import StepRunner
 from tasks.data import load_examples, load_rationales
 from tasks.export import export_run
 from tasks.reports import publish, summarise_scores
-from tasks.scoring import score_rev
+from tasks.larev import find_leakage_terms, make_environments, train_phi_la, train_probe
+from tasks.scoring import score_metric
 from tasks.training import train_model, train_tokenizer
 
 
@@ -38,6 +40,7 @@ class PipelineParams(BaseModel):
     model: ModelConfig = Field(default_factory=ModelConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)
+    larev: LarevConfig = Field(default_factory=LarevConfig, description="LAREV's leakage-aware evaluator")
     variants: list[str] = Field(list(VARIANTS), description="synthetic rationale variants scored on the test split")
     rationales: str | None = Field(None, description="a rationale file to score too (id, source, rationale[, label])")
     progress: bool = Field(True, description="progress bars on long steps")
@@ -50,9 +53,10 @@ def source_digests(data: DataConfig) -> list[str]:
     return [file_digest(p) for p in (data.train, data.test, data.validation) if p]
 
 
-@flow(name="rev-pipeline", flow_run_name="rev-{params.run_name}", log_prints=True)
-def rev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
-    """Train REV's two evaluators and score the rationale variants (and a user file) on the test split."""
+@flow(name="larev-pipeline", flow_run_name="larev-{params.run_name}", log_prints=True)
+def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
+    """Train REV's two evaluators and LAREV's phi_LA; score the rationale variants (and a user file) on the test
+    split with every metric."""
     store = ArtifactStore(params.artifact_root)
     steps = StepRunner(store)
     examples = steps.run(load_examples, store, params.data, source_digests(params.data))
@@ -66,11 +70,31 @@ def rev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     models = {role: steps.run(train_model, store, role, examples, baselines, tokenizer, params.model,
                               params.train, progress=params.progress, step_label=f"train-{role}")
               for role in ("phi_base", "phi")}
-    scores = steps.run(score_rev, store, models["phi"], models["phi_base"], rationales, examples, baselines,
-                       params.baselines, params.score, params.train.device, progress=params.progress)
-    report = steps.run(summarise_scores, store, [scores], f"larev run '{params.run_name}'")
+    device, progress = params.train.device, params.progress
+    scores = [steps.run(score_metric, store, "rev", models["phi"], models["phi_base"], rationales, examples,
+                        baselines, params.baselines, params.score, device, progress=progress, step_label="score-rev")]
+    diagnostics = {}
+    if params.larev.enabled:
+        cfg = params.larev
+        terms = steps.run(find_leakage_terms, store, models["phi_base"], examples, baselines, cfg.attribution,
+                          device, progress=progress)
+        envs = steps.run(make_environments, store, examples, baselines, terms["terms"], models["phi_base"],
+                         cfg.antonyms, progress=progress)
+        probe = steps.run(train_probe, store, models["phi"], examples, envs, cfg.probe_train, progress=progress)
+        diagnostics = {**terms, "environments": envs}
+        for ablation in [None, *cfg.ablations]:
+            name = "larev" if ablation is None else f"larev_{ablation}"
+            models[name] = steps.run(train_phi_la, store, name, examples, envs, probe, tokenizer, params.model,
+                                     cfg.la_train, cfg.objective_for(ablation), progress=progress,
+                                     step_label=f"train-{name}")
+            scores.append(steps.run(score_metric, store, name, models[name], models["phi_base"], rationales,
+                                    examples, baselines, params.baselines, params.score, device,
+                                    progress=progress, step_label=f"score-{name}"))
+        models["probe"] = probe
+    report = steps.run(summarise_scores, store, scores, f"larev run '{params.run_name}'", diagnostics,
+                       {k: v for k, v in models.items() if k.startswith("larev")})
     publish(store, report["summary"], report["report"], key=params.run_name.lower().replace("_", "-"))
-    refs = {"examples": examples, "baselines": baselines, "rationales": rationales, "scores": scores,
-            **models, **report, **({"tokenizer": tokenizer} if tokenizer else {})}
+    refs = {"examples": examples, "baselines": baselines, "rationales": rationales, **models, **diagnostics,
+            **report, **({"tokenizer": tokenizer} if tokenizer else {})}
     run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))
     return {"run_dir": run_dir, "refs": refs, "steps": steps.records}

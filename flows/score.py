@@ -17,7 +17,7 @@ from tasks.common import StepRunner
 from tasks.data import load_rationales
 from tasks.export import RUN_FILE, export_run
 from tasks.reports import publish, summarise_scores
-from tasks.scoring import score_rev
+from tasks.scoring import score_metric
 
 
 class ScoreParams(BaseModel):
@@ -42,7 +42,7 @@ def read_run(run_dir: str) -> dict:
 
 @flow(name="score-rationales", flow_run_name="score-{params.name}", log_prints=True)
 def score_rationales(params: ScoreParams) -> dict:
-    """Validate a rationale file against the run's test examples and score it with REV."""
+    """Validate a rationale file against the run's test examples and score it with every metric the run trained."""
     run = read_run(params.run)
     refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
     store = ArtifactStore(run["artifact_root"])
@@ -51,10 +51,12 @@ def score_rationales(params: ScoreParams) -> dict:
     baseline_config = BaselineConfig(**run["params"]["baselines"])
     rationales = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales),
                            refs["examples"], params.column_map or None)
-    scores = steps.run(score_rev, store, refs["phi"], refs["phi_base"], rationales, refs["examples"],
-                       refs["baselines"], baseline_config, score_config, params.device, progress=params.progress)
-    report = steps.run(summarise_scores, store, [scores], f"larev scores of {Path(params.rationales).name}")
+    metrics = {"rev": refs["phi"], **{k: v for k, v in refs.items() if k.startswith("larev")}}
+    scores = [steps.run(score_metric, store, metric, phi, refs["phi_base"], rationales, refs["examples"],
+                        refs["baselines"], baseline_config, score_config, params.device, progress=params.progress,
+                        step_label=f"score-{metric}") for metric, phi in metrics.items()]
+    report = steps.run(summarise_scores, store, scores, f"larev scores of {Path(params.rationales).name}")
     publish(store, report["summary"], report["report"], key=f"{params.name.lower().replace('_', '-')}")
-    out = export_run(store, str(Path(params.run) / params.name), {"rationales": rationales, "scores": scores,
-                                                                   **report}, params.model_dump(mode="json"))
+    out = export_run(store, str(Path(params.run) / params.name), {"rationales": rationales, **report},
+                     params.model_dump(mode="json"))
     return {"run_dir": out, "steps": steps.records}

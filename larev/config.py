@@ -27,7 +27,7 @@ class DemoDataConfig(_Config):
     """The project's own synthetic dataset (see larev/data/demo.py)."""
 
     task: Literal["nli", "qa"] = Field("nli", description="nli: premise/hypothesis pairs; qa: 5-way questions")
-    n_train: int = Field(2400, ge=10, description="training examples")
+    n_train: int = Field(1600, ge=10, description="training examples")
     n_validation: int = Field(300, ge=5, description="validation examples (best-checkpoint selection)")
     n_test: int = Field(500, ge=5, description="test examples (scored)")
     seed: int = Field(13, description="everything the generator draws follows from this seed")

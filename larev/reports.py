@@ -42,13 +42,14 @@ LEAKY_BASELINE_ACCURACY = 0.95
 def diagnose(summary: pl.DataFrame) -> list[str]:
     """Plain-language warnings about what the numbers can and cannot say."""
     notes = []
-    for metric, acc in summary.group_by("metric").agg(pl.col("accuracy_base").mean()).iter_rows():
-        if acc is not None and acc >= LEAKY_BASELINE_ACCURACY:
-            notes.append(
-                f"{metric}: the baseline evaluator predicts the label from the vacuous rationale b alone with "
-                f"accuracy {acc:.3f}. b leaks the label (e.g. the template's relation word), so log g[b](y) is "
-                f"already near 0 and no rationale can score much above it: separations near 0 here say nothing "
-                f"about the rationales. This is the baseline-leakage failure LAREV is built to fix.")
+    rev = summary.filter(pl.col("metric") == "rev")
+    acc = rev["accuracy_base"].mean() if rev.height else None  # phi_base is shared by every metric
+    if acc is not None and acc >= LEAKY_BASELINE_ACCURACY:
+        notes.append(
+            f"The baseline evaluator predicts the label from the vacuous rationale b alone with accuracy "
+            f"{acc:.3f}: b leaks the label (e.g. the template's relation word). REV's rationale evaluator reads "
+            f"it too, so REV scores every rationale near 0 and its separations say nothing about the rationales. "
+            f"This is the baseline-leakage failure LAREV is built to fix.")
     return notes
 
 
@@ -100,3 +101,30 @@ def separation_plot(summary: pl.DataFrame) -> bytes:
     fig.savefig(buf, format="png")
     plt.close(fig)
     return buf.getvalue()
+
+
+def larev_diagnostics(tokens: pl.DataFrame | None, terms: pl.DataFrame | None, environments: pl.DataFrame | None,
+                      la_meta: dict[str, dict]) -> str:
+    """What LAREV's training saw: the top IG tokens, the leakage terms, how E3 was built, and phi_LA's losses."""
+    parts = ["## LAREV diagnostics", ""]
+    if tokens is not None and tokens.height:
+        parts += ["Tokens of b with the highest mean Integrated-Gradients attribution under phi_base "
+                  "(global table, training rows):", "", markdown_table(tokens.head(10)), ""]
+    if terms is not None and terms.height:
+        top = (terms.group_by("term").agg(n=pl.len()).sort(["n", "term"], descending=[True, False]).head(10)
+               .with_columns(share=pl.col("n") / terms.height))
+        parts += ["Most frequent leakage terms (the top-attributed whole word of each b):", "", markdown_table(top),
+                  ""]
+    if environments is not None and environments.height:
+        e3 = (environments.filter(pl.col("env") == "E3").group_by("backend").agg(n=pl.len())
+              .sort(["n", "backend"], descending=[True, False]))
+        parts += ["Who built the antonym environment E3 (`fallback:mask` = no antonym found, E3 = E2):", "",
+                  markdown_table(e3), ""]
+    for name, meta in la_meta.items():
+        history = meta.get("training", {}).get("history", [])
+        weights = meta.get("objective", {}).get("effective_weights", {})
+        if history:
+            parts += [f"`{name}` training (lambda_irm {weights.get('lambda_irm')}, lambda_probe "
+                      f"{weights.get('lambda_probe')}; erm/irm/probe are epoch means; val_logp per environment):", "",
+                      markdown_table(pl.DataFrame(history)), ""]
+    return "\n".join(parts)

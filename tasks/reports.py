@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -9,19 +11,34 @@ from prefect.cache_policies import NONE
 
 import larev.metrics.rev as rev
 import larev.reports as reports
+from larev.models.evaluator import LAREV_CONFIG_FILE
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import larev_task, put_bytes, put_table
 
 
 @larev_task("report", code=(rev, reports))
-def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str) -> dict[str, ArtifactRef]:
-    """summary.parquet (per metric and source), report.md and separations.png."""
+def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str,
+                     diagnostics: dict[str, ArtifactRef] | None = None,
+                     la_models: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
+    """scores.parquet (every metric), summary.parquet (per metric and source), report.md, separations.png.
+
+    diagnostics: LAREV's `tokens`, `terms` and `environments` tables; la_models: the phi_LA model directories
+    (their training histories go into the report).
+    """
     frame = pl.concat([store.read_parquet(s.uri) for s in scores], how="diagonal_relaxed")
     summary = rev.summarise(frame)
+    markdown = reports.report_markdown(summary, title=title)
+    if diagnostics or la_models:
+        tables = {k: store.read_parquet(v.uri) for k, v in (diagnostics or {}).items()}
+        meta = {name: json.loads((store.get_dir(ref.uri) / LAREV_CONFIG_FILE).read_text())["meta"]
+                for name, ref in (la_models or {}).items()}
+        markdown += "\n" + reports.larev_diagnostics(tables.get("tokens"), tables.get("terms"),
+                                                     tables.get("environments"), meta)
     return {
+        "scores": put_table(store, "scores.parquet", frame),
         "summary": put_table(store, "summary.parquet", summary),
-        "report": put_bytes(store, "report.md", reports.report_markdown(summary, title=title).encode(), kind="text"),
+        "report": put_bytes(store, "report.md", markdown.encode(), kind="text"),
         "plot": put_bytes(store, "separations.png", reports.separation_plot(summary), kind="image"),
     }
 

@@ -29,15 +29,16 @@ def baselines_for(store: ArtifactStore, examples: pl.DataFrame, baselines: Artif
     return pl.concat([known, extra.select("id", "label", "baseline")])
 
 
-@larev_task("score-rev", code=(rev, evaluator_mod, formats))
-def score_rev(store: ArtifactStore, phi: ArtifactRef, phi_base: ArtifactRef, rationales: ArtifactRef,
-              examples: ArtifactRef, baselines: ArtifactRef, baseline_config: BaselineConfig,
-              score: ScoreConfig, device: str = "auto", progress: bool = True) -> ArtifactRef:
-    """Pointwise REV (eq. 5) for every rationale, with both evaluators' predictions."""
+@larev_task("score", code=(rev, evaluator_mod, formats), task_run_name="score-{metric}")
+def score_metric(store: ArtifactStore, metric: str, phi: ArtifactRef, phi_base: ArtifactRef, rationales: ArtifactRef,
+                 examples: ArtifactRef, baselines: ArtifactRef, baseline_config: BaselineConfig,
+                 score: ScoreConfig, device: str = "auto", progress: bool = True) -> ArtifactRef:
+    """Pointwise scores (REV eq. 5; LAREV eq. 4.4 when phi is phi_LA) for every rationale, with both
+    evaluators' predictions."""
     ex = store.read_parquet(examples.uri)
     rat = store.read_parquet(rationales.uri)
     b = baselines_for(store, ex, baselines, rat, baseline_config)
     g_prime = load_evaluator(store.get_dir(phi.uri), device=device)
     g = load_evaluator(store.get_dir(phi_base.uri), device=device)
-    scores = rev.score_rev(g_prime, g, rat, ex, b, score, progress=progress)
+    scores = rev.score_rev(g_prime, g, rat, ex, b, score, metric=metric, progress=progress)
     return put_table(store, "scores.parquet", scores)

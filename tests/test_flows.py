@@ -10,21 +10,26 @@ import polars as pl
 import pytest
 
 from flows.cli import main
-from flows.pipeline import PipelineParams, rev_pipeline
+from flows.pipeline import PipelineParams, larev_pipeline
 from flows.score import ScoreParams, score_rationales
 from larev.config import DemoDataConfig, ModelConfig, ScoreConfig, TrainConfig
+from larev.attribution import AttributionConfig
 from larev.data.sources import DataConfig
+from larev.leakage_aware import LarevConfig, LeakageAwareConfig
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 TINY = ModelConfig(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
-ALL_STEPS = ["examples", "baselines", "variants", "tokenizer", "train-phi_base", "train-phi", "score-rev", "report"]
+ALL_STEPS = ["examples", "baselines", "variants", "tokenizer", "train-phi_base", "train-phi", "score-rev",
+             "leakage-terms", "environments", "probe", "train-larev", "score-larev", "report"]
+TINY_LAREV = LarevConfig(attribution=AttributionConfig(n_steps=4), probe_train=TrainConfig(epochs=1, batch_size=16),
+                         la_train=TrainConfig(epochs=1, batch_size=8))
 
 
 def tiny_params(root: Path, **changes) -> PipelineParams:
     base = dict(run_name="tiny", artifact_root=str(root / "store"), run_dir=str(root / "runs"),
                 data=DataConfig(demo=DemoDataConfig(n_train=48, n_validation=8, n_test=12)), model=TINY,
-                train=TrainConfig(epochs=1, batch_size=16), progress=False)
+                train=TrainConfig(epochs=1, batch_size=16), larev=TINY_LAREV, progress=False)
     return PipelineParams(**{**base, **changes})
 
 
@@ -35,7 +40,7 @@ def ran(result) -> list[str]:
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("pipeline")
-    return root, rev_pipeline(tiny_params(root))
+    return root, larev_pipeline(tiny_params(root))
 
 
 def test_cold_run_writes_readable_scores(first_run):
@@ -43,35 +48,46 @@ def test_cold_run_writes_readable_scores(first_run):
     assert ran(result) == ALL_STEPS
     run_dir = Path(result["run_dir"])
     scores = pl.read_parquet(run_dir / "scores.parquet")
-    assert scores.height == 4 * 12
+    assert scores.height == 2 * 4 * 12  # rev and larev, 4 variants, 12 test rows
+    assert sorted(scores["metric"].unique()) == ["larev", "rev"]
     assert sorted(scores["source"].unique()) == ["gold", "gold_leaky", "leaky", "vacuous"]
     np.testing.assert_allclose(scores["score"], scores["logp_with"] - scores["logp_base"])
     assert (scores["logp_with"] <= 0).all() and (scores["logp_base"] <= 0).all()  # label_set: log of a probability
     summary = pl.read_parquet(run_dir / "summary.parquet")
     assert set(summary.columns) >= {"metric", "source", "score", "accuracy_with", "accuracy_base", "n"}
-    assert "## Separations" in (run_dir / "report.md").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert "## Separations" in report and "## LAREV diagnostics" in report
     assert (run_dir / "separations.png").read_bytes()[:4] == b"\x89PNG"
     record = json.loads((run_dir / "run.json").read_text())
-    assert {"phi", "phi_base", "scores", "examples"} <= set(record["artifacts"])
+    assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores"} <= set(record["artifacts"])
 
 
 def test_rerun_is_fully_cached_and_identical(first_run):
     root, result = first_run
-    again = rev_pipeline(tiny_params(root))
+    again = larev_pipeline(tiny_params(root))
     assert ran(again) == []
     assert again["refs"]["scores"] == result["refs"]["scores"]
 
 
 def test_scoring_option_reruns_scoring_only(first_run):
     root, _ = first_run
-    changed = rev_pipeline(tiny_params(root, score=ScoreConfig(normalisation="sum")))
-    assert ran(changed) == ["score-rev", "report"]
+    changed = larev_pipeline(tiny_params(root, score=ScoreConfig(normalisation="sum")))
+    assert ran(changed) == ["score-rev", "score-larev", "report"]
+
+
+def test_larev_objective_option_reruns_phi_la_only(first_run):
+    root, _ = first_run
+    larev = TINY_LAREV.model_copy(update={"objective": LeakageAwareConfig(lambda_irm=1.0)})
+    changed = larev_pipeline(tiny_params(root, larev=larev))
+    assert ran(changed) == ["train-larev", "score-larev", "report"]
 
 
 def test_training_option_reruns_training_and_downstream_only(first_run):
     root, _ = first_run
-    changed = rev_pipeline(tiny_params(root, train=TrainConfig(epochs=1, batch_size=16, seed=7)))
-    assert ran(changed) == ["train-phi_base", "train-phi", "score-rev", "report"]
+    changed = larev_pipeline(tiny_params(root, train=TrainConfig(epochs=1, batch_size=16, seed=7)))
+    steps = ran(changed)
+    assert steps[:4] == ["train-phi_base", "train-phi", "score-rev", "leakage-terms"]
+    assert not {"examples", "baselines", "variants", "tokenizer"} & set(steps)
 
 
 def test_score_flow_scores_a_user_file_with_other_labels(first_run, tmp_path):
@@ -84,8 +100,9 @@ def test_score_flow_scores_a_user_file_with_other_labels(first_run, tmp_path):
     user.write_ndjson(path)
     out = score_rationales(ScoreParams(run=result["run_dir"], rationales=str(path), name="mine", progress=False))
     scores = pl.read_parquet(Path(out["run_dir"]) / "scores.parquet")
-    assert scores.height == test.height and set(scores["source"]) == {"my-model"}
-    assert scores["label"].to_list() == user["label"].to_list()
+    assert scores.height == 2 * test.height and set(scores["source"]) == {"my-model"}
+    rev_scores = scores.filter(pl.col("metric") == "rev")
+    assert rev_scores["label"].to_list() == user["label"].to_list()
 
 
 BAD_FILES = {

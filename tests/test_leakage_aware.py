@@ -9,7 +9,7 @@ import torch
 
 from larev.config import TrainConfig
 from larev.formats import baseline_input, rationale_input
-from larev.leakage_aware import (LAInstance, LeakageAwareConfig, bounded_probe_loss, decoder_loss_on, freeze,
+from larev.leakage_aware import (LAInstance, LarevConfig, LeakageAwareConfig, bounded_probe_loss, decoder_loss_on, freeze,
                                  la_objective, probe_from, ramp, train_leakage_aware)
 from larev.models.evaluator import labels_for_loss, pad_batch, tokenize
 from larev.models.train import train_evaluator
@@ -26,6 +26,14 @@ def test_ramp_and_thesis_defaults():
     assert LeakageAwareConfig().weights("nli") == (25.0, 0.005)
     assert LeakageAwareConfig().weights("qa") == (5.0, 0.0005)
     assert LeakageAwareConfig(lambda_irm=0.0).weights("nli") == (0.0, 0.005)
+    # the embedded small model gets IRM weight 1 unless asked for the thesis's values
+    assert LeakageAwareConfig().weights("nli", "embedded") == (1.0, 0.005)
+    assert LeakageAwareConfig(defaults="thesis").weights("nli", "embedded") == (25.0, 0.005)
+    cfg = LarevConfig(objective=LeakageAwareConfig(lambda_irm=2.0))
+    assert cfg.objective_for("thesis").weights("qa", "embedded") == (5.0, 0.0005)
+    assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
+    assert cfg.objective_for("erm_envs").weights("nli") == (0.0, 0.0)
+    assert cfg.objective_for(None) == cfg.objective
 
 
 def test_objective_by_hand_and_probe_bound():
@@ -87,6 +95,6 @@ def test_phi_la_training_smoke():
                                  "nli", progress=False, log_every=2)
     assert len(result.history) == 2 and result.best_epoch in (1, 2)
     assert {"erm", "irm", "probe", "val_logp_E1", "val_logp_E2", "val_logp_E3"} <= set(result.history[0])
-    assert result.trace[0].w_irm < result.trace[-1].w_irm == 25.0  # warm-up reached the full weight
+    assert result.trace[0].w_irm < result.trace[-1].w_irm == 1.0  # warm-up reached the embedded default
     assert all(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
-    assert phi_la.meta["objective"]["effective_weights"] == {"lambda_irm": 25.0, "lambda_probe": 0.005}
+    assert phi_la.meta["objective"]["effective_weights"] == {"lambda_irm": 1.0, "lambda_probe": 0.005}

@@ -36,8 +36,11 @@ def aggregate(pointwise: np.ndarray) -> float:
 
 
 def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, examples: pl.DataFrame,
-              baselines: pl.DataFrame, config: ScoreConfig, *, progress: bool = False) -> pl.DataFrame:
+              baselines: pl.DataFrame, config: ScoreConfig, *, metric: str = "rev",
+              progress: bool = False) -> pl.DataFrame:
     """Score rationales (id, source, rationale, label) with REV; one row per (id, source).
+
+    The same estimator gives LAREV (thesis eq. 4.4) when `phi` is the leakage-aware phi_LA: `metric` names it.
 
     examples: the canonical examples (for the label set of each id); baselines: id, label, baseline for every
     (id, label) pair among the rationales (b states the label being evaluated, which need not be the gold one).
@@ -51,19 +54,19 @@ def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, exa
     cands = [label_set(t, c) for t, c in zip(rows["task"], rows["choices"])]
     labels = rows["label"].to_list()
     with_scores = score_labels(phi, [rationale_input(r, b) for r, b in zip(rows["rationale"], rows["baseline"])],
-                               labels, cands, config, progress=progress, desc="REV: g'[r, b]")
+                               labels, cands, config, progress=progress, desc=f"{metric}: g'[r, b]")
     base_rows = rows.unique(["id", "label"], keep="first", maintain_order=True)
     base_cands = [label_set(t, c) for t, c in zip(base_rows["task"], base_rows["choices"])]
     base_scores = score_labels(phi_base, [baseline_input(b) for b in base_rows["baseline"]],
                                base_rows["label"].to_list(), base_cands, config, progress=progress,
-                               desc="REV: g[b]")
+                               desc=f"{metric}: g[b]")
     base = base_rows.select("id", "label").with_columns(
         logp_base=pl.Series(base_scores.logp), pred_base=pl.Series(base_scores.predicted),
         correct_base=pl.Series(base_scores.correct))
     out = rows.select("id", "source", "label").with_columns(
         logp_with=pl.Series(with_scores.logp), pred_with=pl.Series(with_scores.predicted),
         correct_with=pl.Series(with_scores.correct)).join(base, on=["id", "label"], how="left")
-    out = out.with_columns(metric=pl.lit("rev"),
+    out = out.with_columns(metric=pl.lit(metric),
                            score=pl.Series(pointwise_rev(out["logp_with"].to_numpy(), out["logp_base"].to_numpy())))
     return out.select(SCORE_COLUMNS)
 

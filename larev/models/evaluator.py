@@ -117,6 +117,16 @@ def new_evaluator(config: ModelConfig, *, tokenizer=None, seed: int = 0) -> Eval
     return load_hf_checkpoint(config)
 
 
+def mask_token_of(tokenizer) -> str:
+    """The token that stands for a masked word: the tokenizer's mask token (embedded, BART), T5's first sentinel,
+    else the unknown token."""
+    if getattr(tokenizer, "mask_token", None):
+        return tokenizer.mask_token
+    if "<extra_id_0>" in tokenizer.get_vocab():
+        return "<extra_id_0>"
+    return tokenizer.unk_token
+
+
 # ----------------------------------------------------------------------------------------------- save / load
 
 

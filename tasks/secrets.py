@@ -1,0 +1,21 @@
+"""API keys for the LLM backends: from the environment, else a Prefect Secret block. Never logged or stored."""
+
+from __future__ import annotations
+
+import os
+
+GEMINI_SECRET_BLOCK = "gemini-api-key"
+
+
+def gemini_api_key() -> str | None:
+    """GEMINI_API_KEY / GOOGLE_API_KEY, else the Prefect Secret block `gemini-api-key`, else None (the client
+    then raises a ConfigError saying which variable to set)."""
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        if os.environ.get(name):
+            return os.environ[name]
+    try:
+        from prefect.blocks.system import Secret
+
+        return Secret.load(GEMINI_SECRET_BLOCK).get()
+    except Exception:  # no such block, or no API to ask
+        return None
