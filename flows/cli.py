@@ -47,6 +47,7 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-larev", action="store_true", help="REV only: skip LAREV's steps")
     p.add_argument("--lambda-irm", type=float, help="LAREV: IRM weight (default: the thesis's, 25 NLI / 5 QA)")
     p.add_argument("--lambda-probe", type=float, help="LAREV: probe weight (default: 0.005 NLI / 0.0005 QA)")
+    p.add_argument("--irm-on", choices=["tokens", "label_set"], help="LAREV: what the IRM scale multiplies")
     p.add_argument("--ablations", default=None,
                    help="LAREV: comma-separated extra phi_LA variants: no_irm, no_probe, erm_envs")
     p.add_argument("--antonyms", choices=["offline", "llm"], help="LAREV: how E3 is built (llm = Gemini)")
@@ -91,7 +92,7 @@ def pipeline_params(args: argparse.Namespace):
     _set(baselines, paraphrase=args.paraphrase)
     larev: dict = {"enabled": not args.no_larev}
     objective: dict = {}
-    _set(objective, lambda_irm=args.lambda_irm, lambda_probe=args.lambda_probe)
+    _set(objective, lambda_irm=args.lambda_irm, lambda_probe=args.lambda_probe, irm_on=args.irm_on)
     if objective:
         larev["objective"] = objective
     if args.ablations:

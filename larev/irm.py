@@ -15,11 +15,15 @@ IGNORE_INDEX = -100
 
 
 def _scale_gradient(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """d/dw of the mean token cross-entropy of (w * logits) at w = 1 (a scalar tensor)."""
+    """d/dw of the mean token cross-entropy of (w * logits) at w = 1 (a scalar tensor).
+
+    -inf logits (absent candidates in a padded label set) get probability 0 and do not count.
+    """
     valid = labels != IGNORE_INDEX
     z = logits.float()[valid]  # [n_tokens, V]
     y = labels[valid]
-    expected_z = (torch.softmax(z, dim=-1) * z).sum(dim=-1)
+    finite_z = z.masked_fill(~torch.isfinite(z), 0.0)
+    expected_z = (torch.softmax(z, dim=-1) * finite_z).sum(dim=-1)
     return (expected_z - z.gather(1, y[:, None]).squeeze(1)).mean()
 
 

@@ -36,7 +36,8 @@ from larev.attribution import AttributionConfig
 from larev.config import ScoreConfig, TrainConfig, _Config
 from larev.device import autocast, resolve_device, seed_everything
 from larev.irm import irm_penalty
-from larev.models.evaluator import Evaluator, labels_for_loss, pad_batch, score_labels, tokenize
+from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
+                                    tokenize)
 from larev.models.train import linear_warmup_decay
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,10 @@ class LeakageAwareConfig(_Config):
     lambda_probe: float | None = Field(None, ge=0, description="probe-loss weight; None: the backbone's default")
     warmup_fraction: float = Field(1 / 3, ge=0, le=1, description="both weights ramp up over this share of steps")
     probe_bound: bool = Field(True, description="clip the subtracted probe loss at chance level (log K)")
+    irm_on: Literal["tokens", "label_set"] = Field(
+        "tokens", description="what the IRM scale multiplies: the decoder's token logits over the vocabulary "
+                              "(thesis eq. 4.6), or the label-set scores s_k = log p(label k | input) that every "
+                              "larev metric is computed from (RORA eq. 8's normalisation)")
     defaults: Literal["backbone", "thesis"] = Field(
         "backbone", description="where unset weights come from: the backbone's defaults, or always the thesis's")
 
@@ -115,7 +120,26 @@ class LAInstance:
     inputs: tuple[str, str, str]  # [r, b_E1], [r, b_E2], [r, b_E3] formatted evaluator inputs
     probe_input: str  # baseline_input(b~)
     label: str
-    n_labels: int
+    candidates: tuple[str, ...]  # the label set (contains label)
+
+
+def label_set_scores(model: torch.nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[LAInstance], cand_tokens: dict[str, list[int]],
+                     pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """s_k = log p(candidate k | input) for every row's label set, decoded from encoder states `hidden`
+    (padded with -inf to the largest set), and each row's label index."""
+    pairs = [(r, c) for r, x in enumerate(rows) for c in x.candidates]
+    cand_ids, cand_mask = pad_batch([cand_tokens[c] for _, c in pairs], pad_id)
+    cand_row = torch.tensor([r for r, _ in pairs], device=hidden.device)
+    pair_logp = candidate_logprobs_from(model, hidden, attention_mask, cand_ids.to(hidden.device),
+                                        cand_mask.to(hidden.device), cand_row)
+    k_max = max(len(x.candidates) for x in rows)
+    scores = torch.full((len(rows), k_max), -math.inf, device=hidden.device)
+    counts = torch.tensor([len(x.candidates) for x in rows])
+    cols = torch.cat([torch.arange(int(k)) for k in counts]).to(hidden.device)
+    scores = scores.index_put((cand_row, cols), pair_logp)
+    target = torch.tensor([x.candidates.index(x.label) for x in rows], device=hidden.device)
+    return scores, target
 
 
 @dataclass
@@ -169,6 +193,7 @@ def train_leakage_aware(
     env_ids = [tokenize(tok, [x.inputs[e] for x in train], max_in, eos)[0] for e in range(3)]
     probe_ids, _ = tokenize(tok, [x.probe_input for x in train], max_in, eos)
     y_ids, _ = tokenize(tok, [x.label for x in train], max_out, eos)
+    cand_tokens = {c: tokenize(tok, [c], max_out, eos)[0][0] for x in train for c in x.candidates}
     n = len(train)
     steps_per_epoch = math.ceil(n / config.batch_size)
     total = steps_per_epoch * config.epochs
@@ -199,13 +224,18 @@ def train_leakage_aware(
                 logits = out.logits.float().split(len(idx))
                 erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1),
                                                          ignore_index=-100) for z in logits]
-                irm = [irm_penalty(z, labels) for z in logits]
+                if objective.irm_on == "tokens":
+                    irm = [irm_penalty(z, labels) for z in logits]
+                else:
+                    scores, target = label_set_scores(model, out.encoder_last_hidden_state, mask.to(device),
+                                                      [train[j] for j in idx] * 3, cand_tokens, pad)
+                    irm = [irm_penalty(s_e, t_e) for s_e, t_e in zip(scores.split(len(idx)), target.split(len(idx)))]
                 if w_probe_max > 0:
                     p_ids, p_mask = pad_batch([probe_ids[j] for j in idx], pad)
                     p_mask = p_mask.to(device)
                     hidden = model.get_encoder()(input_ids=p_ids.to(device), attention_mask=p_mask).last_hidden_state
                     probe_loss = decoder_loss_on(probe.model, hidden, p_mask, labels)
-                    probe_term = bounded_probe_loss(probe_loss, min(train[j].n_labels for j in idx),
+                    probe_term = bounded_probe_loss(probe_loss, min(len(train[j].candidates) for j in idx),
                                                     objective.probe_bound)
                 else:
                     probe_loss = probe_term = torch.zeros((), device=device)

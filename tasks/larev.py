@@ -97,7 +97,7 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
 
 def la_instances(df: pl.DataFrame) -> list[LAInstance]:
     return [LAInstance(inputs=(rationale_input(r, e1), rationale_input(r, e2), rationale_input(r, e3)),
-                       probe_input=baseline_input(e2), label=y, n_labels=len(label_set(t, c)))
+                       probe_input=baseline_input(e2), label=y, candidates=tuple(label_set(t, c)))
             for r, e1, e2, e3, y, t, c in zip(df["rationale"], df["E1"], df["E2"], df["E3"], df["label"],
                                               df["task"], df["choices"])]
 

@@ -43,3 +43,11 @@ def test_penalty_is_zero_at_the_optimal_scale_and_summed_per_environment():
     ya = yb = torch.tensor([0])
     total = irm_over_environments([a, b], [ya, yb])
     assert total.item() == pytest.approx(irm_penalty(a, ya).item() + irm_penalty(b, yb).item())
+
+
+def test_padded_label_set_scores():
+    # a row with 2 of 3 candidates (third -inf) gives the same penalty as the unpadded 2-candidate row
+    padded = torch.tensor([[2.0, 0.0, -math.inf]])
+    assert irm_penalty(padded, torch.tensor([0])).item() == pytest.approx(
+        irm_penalty(torch.tensor([[2.0, 0.0]]), torch.tensor([0])).item())
+    assert torch.isfinite(irm_penalty(padded, torch.tensor([0])))

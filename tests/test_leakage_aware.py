@@ -88,7 +88,8 @@ def test_phi_la_training_smoke():
     cue = {"entailment": "implies", "contradiction": "contradicts", "neutral": "unrelated"}
     anti = {"entailment": "contradicts", "contradiction": "implies", "neutral": "implies"}
     data = [LAInstance(inputs=tuple(rationale_input(f"a {w}", f"a man {t} a dog") for t in (cue[y], "<mask>", anti[y])),
-                       probe_input=baseline_input("a man <mask> a dog"), label=y, n_labels=3)
+                       probe_input=baseline_input("a man <mask> a dog"), label=y,
+                       candidates=tuple(LABELS))
             for y, w in zip(LABELS * 6, ["fruit", "tool", "dog"] * 6)]
     result = train_leakage_aware(phi_la, psi, data[:15], data[15:], [LABELS] * 3,
                                  TrainConfig(epochs=2, batch_size=4, learning_rate=3e-3), LeakageAwareConfig(),
@@ -98,3 +99,37 @@ def test_phi_la_training_smoke():
     assert result.trace[0].w_irm < result.trace[-1].w_irm == 1.0  # warm-up reached the embedded default
     assert all(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
     assert phi_la.meta["objective"]["effective_weights"] == {"lambda_irm": 1.0, "lambda_probe": 0.005}
+
+
+def test_label_set_scores_match_scoring_and_train():
+    from larev.config import ScoreConfig
+    from larev.leakage_aware import label_set_scores
+    from larev.models.evaluator import score_labels
+
+    ev = tiny_evaluator(WORDS + LABELS + ["yes", "no"], seed=4)
+    ev.model.eval()
+    rows = [LAInstance(inputs=("",) * 3, probe_input="", label=y, candidates=c)
+            for y, c in (("neutral", tuple(LABELS)), ("no", ("yes", "no")))]
+    texts = [rationale_input("a fruit", "a man implies a dog"), rationale_input("a tool", "a dog runs")]
+    ids, mask = pad_batch(tokenize(ev.tokenizer, texts, 32, ev.eos_id)[0], ev.pad_id)
+    cand_tokens = {c: tokenize(ev.tokenizer, [c], 8, ev.eos_id)[0][0] for x in rows for c in x.candidates}
+    with torch.no_grad():
+        hidden = ev.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        scores, target = label_set_scores(ev.model, hidden, mask, rows, cand_tokens, ev.pad_id)
+    assert scores.shape == (2, 3) and scores[1, 2] == -math.inf and target.tolist() == [2, 1]
+    expected = score_labels(ev, texts, ["neutral", "no"], [list(x.candidates) for x in rows],
+                            ScoreConfig(normalisation="sum")).logp
+    assert scores.gather(1, target[:, None]).squeeze(1).tolist() == pytest.approx(expected.tolist(), abs=1e-5)
+
+
+def test_phi_la_trains_with_label_set_irm():
+    phi_la = tiny_evaluator(WORDS + LABELS, seed=2)
+    psi = probe_from(tiny_evaluator(WORDS + LABELS, seed=0))
+    before = {n: p.clone() for n, p in phi_la.model.named_parameters()}
+    data = [LAInstance(inputs=(rationale_input("a fruit", "a man implies a dog"),) * 3,
+                       probe_input=baseline_input("a man <mask> a dog"), label=y, candidates=tuple(LABELS))
+            for y in LABELS * 4]
+    result = train_leakage_aware(phi_la, psi, data, [], [], TrainConfig(epochs=1, batch_size=4),
+                                 LeakageAwareConfig(irm_on="label_set"), "nli", progress=False, log_every=1)
+    assert all(t.irm >= 0 for t in result.trace) and any(t.irm > 0 for t in result.trace)
+    assert any(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())

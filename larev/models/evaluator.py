@@ -220,8 +220,13 @@ def candidate_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attentio
     input_ids/attention_mask: [n, L]; cand_ids/cand_mask: [P, T] candidate label ids (teacher forced);
     cand_row: [P] which row each candidate pair belongs to. Returns [P].
     """
-    encoder = model.get_encoder()
-    hidden = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    hidden = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return candidate_logprobs_from(model, hidden, attention_mask, cand_ids, cand_mask, cand_row)
+
+
+def candidate_logprobs_from(model: torch.nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
+                            cand_ids: torch.Tensor, cand_mask: torch.Tensor, cand_row: torch.Tensor) -> torch.Tensor:
+    """`candidate_logprobs` from encoder states already computed (hidden: [n, L, D])."""
     out = model(encoder_outputs=(hidden[cand_row],), attention_mask=attention_mask[cand_row],
                 labels=labels_for_loss(cand_ids, cand_mask))
     logp = torch.log_softmax(out.logits.float(), dim=-1)
