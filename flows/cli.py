@@ -102,7 +102,9 @@ def pipeline_params(args: argparse.Namespace):
     if args.ig_steps:
         larev["attribution"] = {"n_steps": args.ig_steps}
     if args.la_epochs:
-        larev["la_train"] = {"epochs": args.la_epochs, "batch_size": 16}
+        from larev.leakage_aware import LarevConfig
+
+        larev["la_train"] = LarevConfig().la_train.model_copy(update={"epochs": args.la_epochs})
     default_name = f"demo-{args.task or 'nli'}" if data.get("source") != "files" else "files"
     return PipelineParams(run_name=args.run_name or default_name, artifact_root=args.store, run_dir=args.run_dir,
                           data=data, model=model, train=train, score=score, baselines=baselines, larev=larev,

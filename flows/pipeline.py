@@ -93,7 +93,7 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
         models["probe"] = probe
     report = steps.run(summarise_scores, store, scores, f"larev run '{params.run_name}'", diagnostics,
                        {k: v for k, v in models.items() if k.startswith("larev")})
-    publish(store, report["summary"], report["report"], key=params.run_name.lower().replace("_", "-"))
+    publish(store, report["summary"], report["report"], name=params.run_name)
     refs = {"examples": examples, "baselines": baselines, "rationales": rationales, **models, **diagnostics,
             **report, **({"tokenizer": tokenizer} if tokenizer else {})}
     run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))

@@ -56,7 +56,7 @@ def score_rationales(params: ScoreParams) -> dict:
                         refs["baselines"], baseline_config, score_config, params.device, progress=params.progress,
                         step_label=f"score-{metric}") for metric, phi in metrics.items()]
     report = steps.run(summarise_scores, store, scores, f"larev scores of {Path(params.rationales).name}")
-    publish(store, report["summary"], report["report"], key=f"{params.name.lower().replace('_', '-')}")
+    publish(store, report["summary"], report["report"], name=params.name)
     out = export_run(store, str(Path(params.run) / params.name), {"rationales": rationales, **report},
                      params.model_dump(mode="json"))
     return {"run_dir": out, "steps": steps.records}

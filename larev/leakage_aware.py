@@ -246,7 +246,9 @@ def train_leakage_aware(
             optimizer.step()
             scheduler.step()
             step += 1
-            values = (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(), probe_loss.item())
+            # the probe loss is not computed when its weight is 0: logged as nan, not as a loss of 0
+            values = (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(),
+                      probe_loss.item() if w_probe_max > 0 else math.nan)
             window.append(values)
             for k, v in zip(("erm", "irm", "probe"), values):
                 sums[k] += v

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 from prefect import task
@@ -43,9 +44,15 @@ def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str
     }
 
 
+def artifact_key(name: str) -> str:
+    """Prefect artifact keys take lower-case letters, digits and dashes only."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", name.lower())).strip("-") or "larev"
+
+
 @task(name="publish", cache_policy=NONE, persist_result=False)
-def publish(store: ArtifactStore, summary: ArtifactRef, report: ArtifactRef, key: str) -> None:
-    """Show the score table and the report in the Prefect UI (on cached reruns too)."""
+def publish(store: ArtifactStore, summary: ArtifactRef, report: ArtifactRef, name: str) -> None:
+    """Show the score table and the report in the Prefect UI (on cached reruns too), keyed by the run's name."""
+    key = artifact_key(name)
     table = store.read_parquet(summary.uri)
     create_table_artifact(key=f"{key}-scores", table=table.to_dicts(), description="Scores per metric and source")
     create_markdown_artifact(key=f"{key}-report", markdown=store.read_text(report.uri), description="Run report")

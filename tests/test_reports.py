@@ -29,3 +29,11 @@ def test_leaky_baseline_is_flagged_only_when_the_baseline_reads_the_label():
 
 def test_plot_is_a_png():
     assert separation_plot(_summary(0.5))[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_artifact_keys_are_what_prefect_accepts():
+    from tasks.reports import artifact_key
+
+    assert artifact_key("demo-nli") == "demo-nli"
+    assert artifact_key("My_Run.v2") == "my-run-v2"
+    assert artifact_key("__") == "larev"
