@@ -1,4 +1,5 @@
-"""The REV pipeline end to end: examples -> baselines -> evaluators -> scores -> report.
+"""The larev pipeline end to end: examples -> baselines -> REV evaluators -> LAREV (IG, environments, probe,
+phi_LA) -> scores for every metric -> report.
 
 Every step is a cached task (tasks/common.py): rerunning with the same parameters is served from cache, and
 changing one option reruns only the steps that depend on it.
