@@ -50,7 +50,7 @@ def label_set(task: str, choices: list[str] | None = None) -> list[str]:
     """The labels an evaluator chooses among for one example: NLI's three relations or the row's choices."""
     if task == "nli":
         return list(NLI_LABELS)
-    if choices:
+    if choices is not None and len(choices) > 0:  # a list, or a polars Series from a List column
         return list(choices)
     raise InputError("a QA example without choices has no label set; give choices or use normalisation='sum'")
 

@@ -143,3 +143,13 @@ def test_cli_show(first_run, tmp_path, capsys):
     assert "gold_leaky" in out and "Separations" in out and "# larev run 'tiny'" in out
     assert main(["show", str(tmp_path)]) == 2
     assert "not a finished larev run" in capsys.readouterr().err
+
+
+def test_qa_pipeline_runs_end_to_end(tmp_path):
+    data = DataConfig(demo=DemoDataConfig(task="qa", n_train=40, n_validation=8, n_test=10))
+    result = larev_pipeline(tiny_params(tmp_path, run_name="tiny-qa", data=data))
+    scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
+    assert scores.height == 2 * 4 * 10 and set(scores["metric"]) == {"rev", "larev"}
+    assert (scores["logp_with"] <= 0).all()  # label_set over each row's five choices
+    envs = pl.read_parquet(result["refs"]["environments"].uri)
+    assert envs["env"].to_list()[:3] == ["E1", "E2", "E3"] and envs.height == 3 * 48

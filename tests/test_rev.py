@@ -38,3 +38,14 @@ def test_summarise_and_separations():
     # gold 1.5, leaky 0.5, vacuous -0.5; gold_leaky absent
     assert seps == {"gold-leaky": 1.0, "gold-vacuous": 2.0, "SUM": 3.0}
     assert separations(summary, "larev") == {}
+
+
+def test_label_set_takes_lists_and_polars_series():
+    from larev.schema import label_set
+
+    assert label_set("nli") == ["entailment", "contradiction", "neutral"]
+    assert label_set("qa", ["a", "b"]) == ["a", "b"]
+    series = pl.DataFrame({"choices": [["x", "y", "z"]]})["choices"][0]  # a List cell comes back as a Series
+    assert label_set("qa", series) == ["x", "y", "z"]
+    with pytest.raises(ValueError, match="no label set"):
+        label_set("qa", [])
