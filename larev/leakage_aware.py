@@ -38,7 +38,7 @@ from larev.device import autocast, resolve_device, seed_everything
 from larev.irm import irm_penalty
 from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
                                     tokenize)
-from larev.models.train import linear_warmup_decay
+from larev.models.train import BestEpoch, optimizer_and_schedule
 
 log = logging.getLogger(__name__)
 
@@ -197,12 +197,10 @@ def train_leakage_aware(
     n = len(train)
     steps_per_epoch = math.ceil(n / config.batch_size)
     total = steps_per_epoch * config.epochs
-    warmup = int(config.warmup_ratio * total)
     model = phi_la.model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: linear_warmup_decay(s, total, warmup))
+    optimizer, scheduler = optimizer_and_schedule(model, config, total)
     result = LAResult()
-    best, best_state, step = -math.inf, None, 0
+    best, step = BestEpoch(), 0
     for epoch in range(1, config.epochs + 1):
         started = time.perf_counter()
         model.train()
@@ -220,7 +218,9 @@ def train_leakage_aware(
             # One forward pass over the 3 environments of every instance in the batch: rows env-major.
             ids, mask = pad_batch([env_ids[e][j] for e in range(3) for j in idx], pad)
             with autocast(device, config.bf16):
-                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.repeat(3, 1))
+                # decoder inputs without `labels`: the per-environment losses below are the only ones computed
+                decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels.repeat(3, 1))
+                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), decoder_input_ids=decoder_ids)
                 logits = out.logits.float().split(len(idx))
                 erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1),
                                                          ignore_index=-100) for z in logits]
@@ -273,12 +273,9 @@ def train_leakage_aware(
         result.history.append(record)
         log.info("phi_LA epoch %d: %s", epoch, ", ".join(f"{k} {v:.4f}" for k, v in record.items()
                                                        if k != "epoch"))
-        if score > best:
-            best, result.best_epoch = score, epoch
-            best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    model.eval()
+        best.offer(score, epoch, model)
+    best.restore(model)
+    result.best_epoch = best.epoch
     phi_la.meta["training"] = result.as_dict()
     phi_la.meta["train_config"] = config.model_dump(mode="json")
     phi_la.meta["objective"] = {**objective.model_dump(mode="json"),
@@ -287,8 +284,13 @@ def train_leakage_aware(
 
 
 # The ablations of thesis table 5.6, the control of training on the environments with no penalty at all, and
-# the thesis's own weights (which differ from the default on the embedded backbone).
-ABLATIONS = ("no_irm", "no_probe", "erm_envs", "thesis")
+# the thesis's own weights (which differ from the default on the embedded backbone): objective updates by name.
+ABLATIONS: dict[str, dict] = {
+    "no_irm": {"lambda_irm": 0.0},
+    "no_probe": {"lambda_probe": 0.0},
+    "erm_envs": {"lambda_irm": 0.0, "lambda_probe": 0.0},
+    "thesis": {"lambda_irm": None, "lambda_probe": None, "defaults": "thesis"},
+}
 
 
 class LarevConfig(_Config):
@@ -310,7 +312,4 @@ class LarevConfig(_Config):
 
     def objective_for(self, ablation: str | None) -> LeakageAwareConfig:
         """The objective of the main phi_LA (None) or of an ablation."""
-        updates = {None: {}, "no_irm": {"lambda_irm": 0.0}, "no_probe": {"lambda_probe": 0.0},
-                   "erm_envs": {"lambda_irm": 0.0, "lambda_probe": 0.0},
-                   "thesis": {"lambda_irm": None, "lambda_probe": None, "defaults": "thesis"}}[ablation]
-        return self.objective.model_copy(update=updates)
+        return self.objective if ablation is None else self.objective.model_copy(update=ABLATIONS[ablation])

@@ -24,7 +24,7 @@ from larev.schema import label_set
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import larev_task, put_dir, put_table
-from tasks.training import training_frame
+from tasks.training import train_val_examples, training_frame
 
 
 @larev_task("leakage-terms", code=(attribution, formats, evaluator_mod))
@@ -70,7 +70,7 @@ def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: Ar
 
 def environment_frame(store: ArtifactStore, examples: ArtifactRef, environments_ref: ArtifactRef) -> pl.DataFrame:
     """Train/validation examples with their three environment texts as columns E1, E2, E3."""
-    ex = store.read_parquet(examples.uri).filter(pl.col("split").is_in(["train", "validation"]))
+    ex = train_val_examples(store, examples)
     wide = store.read_parquet(environments_ref.uri).pivot(on="env", index="id", values="baseline")
     return ex.join(wide, on="id", how="inner")
 

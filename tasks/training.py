@@ -25,9 +25,14 @@ from tasks.common import larev_task, put_dir
 ROLES = ("phi_base", "phi")
 
 
+def train_val_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:
+    """The examples every training step reads: the train and validation splits."""
+    return store.read_parquet(examples.uri).filter(pl.col("split").is_in(["train", "validation"]))
+
+
 def training_frame(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef) -> pl.DataFrame:
     """Train and validation examples joined with their gold-label baseline."""
-    ex = store.read_parquet(examples.uri).filter(pl.col("split").is_in(["train", "validation"]))
+    ex = train_val_examples(store, examples)
     b = store.read_parquet(baselines.uri).select("id", "label", "baseline")
     return ex.join(b, on=["id", "label"], how="left")
 

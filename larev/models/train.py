@@ -53,6 +53,32 @@ def linear_warmup_decay(step: int, total: int, warmup: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
+def optimizer_and_schedule(model: torch.nn.Module, config: TrainConfig, total_steps: int):
+    """AdamW and the linear warm-up / decay schedule over `total_steps` (every larev training loop)."""
+    warmup = int(config.warmup_ratio * total_steps)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                  lambda s: linear_warmup_decay(s, total_steps, warmup))
+    return optimizer, scheduler
+
+
+class BestEpoch:
+    """Keeps a CPU copy of the weights of the best-scoring epoch and restores them at the end."""
+
+    def __init__(self) -> None:
+        self.score, self.epoch, self._state = -math.inf, 0, None
+
+    def offer(self, score: float, epoch: int, model: torch.nn.Module) -> None:
+        if score > self.score:
+            self.score, self.epoch = score, epoch
+            self._state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+
+    def restore(self, model: torch.nn.Module) -> None:
+        if self._state is not None:
+            model.load_state_dict(self._state)
+        model.eval()
+
+
 def train_evaluator(
     evaluator: Evaluator,
     train_inputs: list[str],
@@ -86,12 +112,9 @@ def train_evaluator(
                     evaluator.config.max_input_tokens)
     n = len(x_ids)
     steps_per_epoch = math.ceil(n / config.batch_size)
-    total = steps_per_epoch * config.epochs
-    warmup = int(config.warmup_ratio * total)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: linear_warmup_decay(s, total, warmup))
+    optimizer, scheduler = optimizer_and_schedule(model, config, steps_per_epoch * config.epochs)
     result = TrainResult(n_truncated=n_cut)
-    best_logp, best_state = -math.inf, None
+    best = BestEpoch()
     for epoch in range(1, config.epochs + 1):
         started = time.perf_counter()
         model.train()
@@ -128,15 +151,11 @@ def train_evaluator(
         log.info("%s epoch %d: train loss %.4f, val log p %.4f, val acc %.3f (%.1fs)", desc, epoch,
                  record.train_loss, record.val_logp, record.val_accuracy, record.seconds)
         # No validation split: the last epoch is the one kept.
-        score = record.val_logp if val_inputs else float(epoch)
-        if score > best_logp:
-            best_logp, result.best_epoch = score, epoch
-            best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+        best.offer(record.val_logp if val_inputs else float(epoch), epoch, model)
         if on_epoch_end is not None:
             on_epoch_end(epoch, evaluator, record)
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    model.eval()
+    best.restore(model)
+    result.best_epoch = best.epoch
     evaluator.meta["training"] = result.as_dict()
     evaluator.meta["train_config"] = config.model_dump(mode="json")
     return result
