@@ -22,3 +22,32 @@ def rationale_input(rationale: str, baseline: str) -> str:
 def target_text(label: str) -> str:
     """Decoder target: the label's text itself (NLI relation name or the answer string)."""
     return label.strip()
+
+
+# RORA (paper section 3) reads the task input x itself, not REV's baseline b.
+
+
+def task_input(task: str, premise: str | None, hypothesis: str | None, question: str | None,
+               choices: list[str] | None) -> str:
+    """x: NLI's premise and hypothesis, or the question with its answer choices."""
+    if task == "nli":
+        return f"premise: {(premise or '').strip()} hypothesis: {(hypothesis or '').strip()}"
+    text = f"question: {(question or '').strip()}"
+    if choices is not None and len(choices) > 0:
+        text += " choices: " + " ; ".join(str(c).strip() for c in choices)
+    return text
+
+
+def input_only(x: str) -> str:
+    """Input of RORA's baseline theta, log p(y | x, empty rationale) (eq. 9), and of RQ / LAS's no-rationale run."""
+    return f"input: {x}"
+
+
+def input_with_rationale(x: str, rationale: str) -> str:
+    """Input of RORA's evaluator Phi, log p(y | x, r) (eq. 8/10), and of the RQ / LAS proxy."""
+    return f"input: {x} rationale: {rationale.strip()}"
+
+
+def infill_input(label: str, x: str, masked_rationale: str) -> str:
+    """The counterfactual infiller's input y (+) x (+) r with each leaky span replaced by a sentinel (RORA 3.2)."""
+    return f"label: {label.strip()} input: {x} rationale: {masked_rationale.strip()}"

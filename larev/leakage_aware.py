@@ -117,8 +117,8 @@ def decoder_loss_on(model: torch.nn.Module, hidden: torch.Tensor, attention_mask
 class LAInstance:
     """One training instance: the rationale, its three baseline environments, the masked baseline and label."""
 
-    inputs: tuple[str, str, str]  # [r, b_E1], [r, b_E2], [r, b_E3] formatted evaluator inputs
-    probe_input: str  # baseline_input(b~)
+    inputs: tuple[str, ...]  # one formatted evaluator input per environment: [r, b_E1], [r, b_E2], [r, b_E3]
+    probe_input: str  # baseline_input(b~); unused when the probe weight is 0
     label: str
     candidates: tuple[str, ...]  # the label set (contains label)
 
@@ -164,7 +164,7 @@ class LAResult:
 
 def train_leakage_aware(
     phi_la: Evaluator,
-    probe: Evaluator,
+    probe: Evaluator | None,
     train: list[LAInstance],
     val: list[LAInstance],
     val_candidates: list[list[str]],
@@ -174,24 +174,33 @@ def train_leakage_aware(
     *,
     progress: bool = True,
     log_every: int = 10,
+    env_names: tuple[str, ...] = ENVIRONMENTS,
+    desc: str = "phi_LA",
 ) -> LAResult:
-    """Train phi_LA in place with eq. 4.10. `config.batch_size` counts instances (each brings 3 environments).
+    """Train phi_LA in place with eq. 4.10. `config.batch_size` counts instances (each brings its environments).
 
-    Model selection: the epoch with the best mean validation log p(y | [r, b_e]) over the three environments.
+    Model selection: the epoch with the best mean validation log p(y | input_e) over the environments.
+    The same loop trains RORA's evaluator (eq. 8): environments D^e, probe weight 0 and `probe` None.
     """
     if not train:
         raise ValueError("no training instances")
+    n_env = len(env_names)
+    if any(len(x.inputs) != n_env for x in train + val):
+        raise ValueError(f"every instance needs one input per environment {env_names}")
     w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
+    if w_probe_max > 0 and probe is None:
+        raise ValueError("a probe weight above 0 needs the probe model")
     generator = seed_everything(config.seed)
     device = resolve_device(config.device)
     phi_la.to(device)
     phi_la.bf16 = config.bf16
-    probe.to(device)
-    freeze([probe.model])
+    if probe is not None:
+        probe.to(device)
+        freeze([probe.model])
     tok, eos, pad = phi_la.tokenizer, phi_la.eos_id, phi_la.pad_id
     max_in, max_out = phi_la.config.max_input_tokens, phi_la.config.max_target_tokens
-    env_ids = [tokenize(tok, [x.inputs[e] for x in train], max_in, eos)[0] for e in range(3)]
-    probe_ids, _ = tokenize(tok, [x.probe_input for x in train], max_in, eos)
+    env_ids = [tokenize(tok, [x.inputs[e] for x in train], max_in, eos)[0] for e in range(n_env)]
+    probe_ids = tokenize(tok, [x.probe_input for x in train], max_in, eos)[0] if w_probe_max > 0 else []
     y_ids, _ = tokenize(tok, [x.label for x in train], max_out, eos)
     cand_tokens = {c: tokenize(tok, [c], max_out, eos)[0][0] for x in train for c in x.candidates}
     n = len(train)
@@ -207,7 +216,7 @@ def train_leakage_aware(
         order = torch.randperm(n, generator=generator).tolist()
         sums = {"erm": 0.0, "irm": 0.0, "probe": 0.0}
         window: list[tuple[float, float, float]] = []
-        bar = progress_bar(range(steps_per_epoch), desc=f"phi_LA epoch {epoch}/{config.epochs}",
+        bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}",
                            enabled=progress, unit="step")
         for i in bar:
             idx = order[i * config.batch_size: (i + 1) * config.batch_size]
@@ -215,11 +224,11 @@ def train_leakage_aware(
             w_probe = w_probe_max * ramp(step, total, objective.warmup_fraction)
             lab, lab_mask = pad_batch([y_ids[j] for j in idx], pad)
             labels = labels_for_loss(lab, lab_mask).to(device)
-            # One forward pass over the 3 environments of every instance in the batch: rows env-major.
-            ids, mask = pad_batch([env_ids[e][j] for e in range(3) for j in idx], pad)
+            # One forward pass over the environments of every instance in the batch: rows env-major.
+            ids, mask = pad_batch([env_ids[e][j] for e in range(n_env) for j in idx], pad)
             with autocast(device, config.bf16):
                 # decoder inputs without `labels`: the per-environment losses below are the only ones computed
-                decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels.repeat(3, 1))
+                decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels.repeat(n_env, 1))
                 out = model(input_ids=ids.to(device), attention_mask=mask.to(device), decoder_input_ids=decoder_ids)
                 logits = out.logits.float().split(len(idx))
                 erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1),
@@ -228,7 +237,7 @@ def train_leakage_aware(
                     irm = [irm_penalty(z, labels) for z in logits]
                 else:
                     scores, target = label_set_scores(model, out.encoder_last_hidden_state, mask.to(device),
-                                                      [train[j] for j in idx] * 3, cand_tokens, pad)
+                                                      [train[j] for j in idx] * n_env, cand_tokens, pad)
                     irm = [irm_penalty(s_e, t_e) for s_e, t_e in zip(scores.split(len(idx)), target.split(len(idx)))]
                 if w_probe_max > 0:
                     p_ids, p_mask = pad_batch([probe_ids[j] for j in idx], pad)
@@ -260,18 +269,18 @@ def train_leakage_aware(
         record = {"epoch": epoch, **{k: v / steps_per_epoch for k, v in sums.items()}}
         if val:
             per_env = []
-            for e in range(3):
+            for e in range(n_env):
                 s = score_labels(phi_la, [x.inputs[e] for x in val], [x.label for x in val], val_candidates,
                                  ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size))
                 per_env.append(float(s.logp.mean()))
-                record[f"val_logp_{ENVIRONMENTS[e]}"] = per_env[-1]
-                record[f"val_accuracy_{ENVIRONMENTS[e]}"] = float(s.correct.mean())
-            score = sum(per_env) / 3
+                record[f"val_logp_{env_names[e]}"] = per_env[-1]
+                record[f"val_accuracy_{env_names[e]}"] = float(s.correct.mean())
+            score = sum(per_env) / n_env
         else:
             score = float(epoch)
         record["seconds"] = time.perf_counter() - started
         result.history.append(record)
-        log.info("phi_LA epoch %d: %s", epoch, ", ".join(f"{k} {v:.4f}" for k, v in record.items()
+        log.info("%s epoch %d: %s", desc, epoch, ", ".join(f"{k} {v:.4f}" for k, v in record.items()
                                                        if k != "epoch"))
         best.offer(score, epoch, model)
     best.restore(model)

@@ -20,8 +20,9 @@ from larev.schema import label_set
 VARIANTS = ("gold", "leaky", "gold_leaky", "vacuous")
 DEGRADED = ("leaky", "gold_leaky", "vacuous")
 
+# leaks: LAS's leakage indicator (null for the other metrics)
 SCORE_COLUMNS = ["id", "source", "metric", "label", "logp_with", "logp_base", "score", "pred_with", "pred_base",
-                 "correct_with", "correct_base"]
+                 "correct_with", "correct_base", "leaks"]
 
 
 def pointwise_rev(logp_with: np.ndarray, logp_base: np.ndarray) -> np.ndarray:
@@ -66,16 +67,29 @@ def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, exa
     out = rows.select("id", "source", "label").with_columns(
         logp_with=pl.Series(with_scores.logp), pred_with=pl.Series(with_scores.predicted),
         correct_with=pl.Series(with_scores.correct)).join(base, on=["id", "label"], how="left")
-    out = out.with_columns(metric=pl.lit(metric),
+    out = out.with_columns(metric=pl.lit(metric), leaks=pl.lit(None, pl.Boolean),
                            score=pl.Series(pointwise_rev(out["logp_with"].to_numpy(), out["logp_base"].to_numpy())))
     return out.select(SCORE_COLUMNS)
 
 
 def summarise(scores: pl.DataFrame) -> pl.DataFrame:
-    """Per (metric, source): the aggregate score (eq. 6), evaluator accuracies and the row count."""
+    """Per (metric, source): the aggregate score, evaluator accuracies, the row count, and for LAS the share of
+    leaking rationales.
+
+    Every metric's aggregate is the mean pointwise score (REV eq. 6, LAREV eq. 4.4, RORA eq. 10, RQ) except LAS:
+    the macro-average of the mean gain over leaking and non-leaking rationales, NaN when a group is empty
+    (`larev.metrics.accuracy.las_aggregate`).
+    """
+    if "leaks" not in scores.columns:
+        scores = scores.with_columns(leaks=pl.lit(None, pl.Boolean))
+    leaks = pl.col("leaks")
+    las = pl.when(leaks.any() & (~leaks).any()).then(
+        (pl.col("score").filter(leaks).mean() + pl.col("score").filter(~leaks).mean()) / 2
+    ).otherwise(float("nan"))
     return (scores.group_by("metric", "source", maintain_order=True)
-            .agg(score=pl.col("score").mean(), accuracy_with=pl.col("correct_with").mean(),
-                 accuracy_base=pl.col("correct_base").mean(), n=pl.len())
+            .agg(score=pl.when(pl.col("metric").first() == "las").then(las).otherwise(pl.col("score").mean()),
+                 accuracy_with=pl.col("correct_with").mean(), accuracy_base=pl.col("correct_base").mean(),
+                 n=pl.len(), leak_rate=leaks.cast(pl.Float64).mean())
             .sort("metric", "source"))
 
 

@@ -1,0 +1,61 @@
+"""The accuracy-based baselines of the REV paper (section 3.3): RQ and LAS.
+
+RQ (Wiegreffe et al. 2021):  per example 1[proxy(x, r) = y] - 1[proxy(x) = y], y the GOLD label; RQ = the mean.
+LAS (Hase et al. 2020):      the same accuracy gain for the label the rationale comes with (a model's prediction;
+                             gold for the built-in variants), averaged separately over examples whose rationale
+                             leaks that label and those whose rationale does not, then macro-averaged over the two
+                             groups. A rationale leaks when a rationale-only model recovers its label from it.
+                             An empty group makes LAS undefined: NaN, as in RORA's table 2.
+Proxies here: the "with rationale" proxy is an evaluator trained on (x, r) of the source's training rationales,
+the "without" proxy is RORA's theta on x alone (the reference simulators train one model on both input forms;
+two models of the same backbone keep each form's training separate and theta shared with RORA), and the leakage
+indicator is RORA's rationale-only model of the source.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from larev.config import ScoreConfig
+from larev.metrics.rev import SCORE_COLUMNS
+from larev.metrics.rora import base_scores, with_examples, with_scores
+from larev.models.evaluator import Evaluator
+from larev.rationale_leakage import RationaleModel, predict
+from larev.rora import candidates_of
+
+
+def accuracy_gain(correct_with: np.ndarray, correct_base: np.ndarray) -> np.ndarray:
+    """Per example 1[with rationale correct] - 1[without correct], in {-1, 0, 1} (RQ's and LAS's pointwise term)."""
+    return np.asarray(correct_with, dtype=np.float64) - np.asarray(correct_base, dtype=np.float64)
+
+
+def las_aggregate(gain: np.ndarray, leaks: np.ndarray) -> float:
+    """LAS: the mean gain among leaking rationales and among the others, macro-averaged; NaN if a group is empty."""
+    gain, leaks = np.asarray(gain, dtype=np.float64), np.asarray(leaks, dtype=bool)
+    if leaks.all() or not leaks.any():
+        return float("nan")
+    return float((gain[leaks].mean() + gain[~leaks].mean()) / 2)
+
+
+def score_rq_las(proxy: Evaluator, theta: Evaluator, rationale_model: RationaleModel, rationales: pl.DataFrame,
+                 examples: pl.DataFrame, config: ScoreConfig, *, progress: bool = False) -> pl.DataFrame:
+    """Pointwise RQ (column score = accuracy gain for the gold label) and LAS rows (gain for the rationale's
+    label, with `leaks`) for every rationale. logp columns hold the proxies' log p of that label."""
+    rows = with_examples(rationales, examples)
+    frames = []
+    for metric, column in (("rq", "gold"), ("las", "label")):
+        s = with_scores(proxy, rows, rows[column].to_list(), config, progress=progress, desc=f"{metric}: proxy(x, r)")
+        out = rows.select("id", "source", "label", "gold").with_columns(
+            logp_with=pl.Series(s.logp), pred_with=pl.Series(s.predicted), correct_with=pl.Series(s.correct))
+        base = base_scores(theta, rows, column, config, progress=progress, desc=f"{metric}: proxy(x)")
+        out = out.join(base, on=["id", column], how="left")
+        leaks = None
+        if metric == "las":
+            predicted = predict(rationale_model, rows["rationale"].to_list(), candidates_of(rows))
+            leaks = pl.Series([p == y for p, y in zip(predicted, rows["label"])], dtype=pl.Boolean)
+        out = out.with_columns(metric=pl.lit(metric), leaks=leaks if leaks is not None else pl.lit(None, pl.Boolean),
+                               score=pl.Series(accuracy_gain(out["correct_with"].to_numpy(),
+                                                             out["correct_base"].to_numpy())))
+        frames.append(out.select(SCORE_COLUMNS))
+    return pl.concat(frames)

@@ -1,0 +1,388 @@
+"""RORA section 3.1: find the label-leaking words of rationales with a small rationale-only model.
+
+1. A deliberately weak model predicts the label from the rationale alone (Phi_small: R -> P(Y)). Two kinds:
+   `ngrams`, a bag of word n-grams (mean of n-gram embeddings, fastText style), and `encoder`, one small
+   Transformer layer over word embeddings. Either scores candidate k as <h(r), u(label_k)>, where u is a mean of
+   label-word embeddings, so one model covers NLI's fixed relations and QA's per-question choices.
+2. Integrated Gradients (captum) of log p(gold label | r) with respect to the rationale's token embeddings, a
+   zero (= padding) reference, in eval mode. A bigram's attribution is split equally between its two words.
+3. Each rationale's word attributions are divided by the sum of their magnitudes (the share of that rationale's
+   attribution each word carries, signed: positive = evidence for the gold label), and averaged per vocabulary
+   word over the training split: the global attribution.
+4. Words whose global attribution is at least `threshold` (and seen at least `min_occurrences` times) are leaky;
+   each run of consecutive leaky words in a rationale is one leaky span.
+   The reference code also removed the top-2 words of a rationale with no leaky word even when they were below
+   the threshold. Here that is an explicit option (`fallback_top_k`, default 0 = off), and every row records
+   whether its spans came from the threshold or the fallback.
+
+The same model gives LAS's leakage indicator (REV paper 3.3): a rationale leaks when the rationale-only model
+recovers its label from it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+import torch
+from pydantic import Field
+
+from larev.config import _Config
+from larev.device import seed_everything
+from larev.errors import ConfigError
+from larev.progress import progress_bar
+
+WORD = re.compile(r"\w+|[^\w\s]")
+PAD, UNK = "<pad>", "<unk>"
+MODEL_FILE, VOCAB_FILE, CONFIG_FILE = "model.safetensors", "vocab.json", "rationale_model.json"
+
+
+def words_with_offsets(text: str) -> list[tuple[str, int, int]]:
+    """Lower-cased words and punctuation marks of `text` with their character spans."""
+    return [(m.group().lower(), m.start(), m.end()) for m in WORD.finditer(text or "")]
+
+
+class RationaleModelConfig(_Config):
+    """The rationale-only model Phi_small (RORA 3.1: small, weakly contextual, lightly trained)."""
+
+    kind: Literal["ngrams", "encoder"] = Field(
+        "ngrams", description="ngrams: bag of word n-grams (fastText style); encoder: one small Transformer layer")
+    ngram: int = Field(2, ge=1, le=3, description="ngrams: use word n-grams up to this order")
+    dim: int = Field(64, ge=4, description="embedding size")
+    min_count: int = Field(2, ge=1, description="n-grams seen fewer times in training map to <unk>")
+    max_words: int = Field(96, ge=4, description="rationales are cut to this many words")
+    epochs: int = Field(5, ge=1)
+    batch_size: int = Field(64, ge=1)
+    learning_rate: float = Field(2e-2, gt=0, description="Adam")
+    seed: int = Field(0)
+
+
+class LeakageDetectionConfig(_Config):
+    """Which words count as leaky (RORA 3.1)."""
+
+    model: RationaleModelConfig = Field(default_factory=RationaleModelConfig)
+    n_steps: int = Field(32, ge=1, description="IG integration steps")
+    batch_size: int = Field(128, ge=1, description="rationales per captum call")
+    threshold: float = Field(0.05, gt=0, le=1, description="a word is leaky when its mean signed attribution "
+                                                           "share over the training rationales is at least this "
+                                                           "(RORA applies 'a very aggressive removal threshold')")
+    min_occurrences: int = Field(3, ge=1, description="words seen fewer times are never leaky")
+    fallback_top_k: int = Field(0, ge=0, description="rationales with no leaky word: mask this many top-attributed "
+                                                     "words anyway (the reference code's hidden top-2); 0 = off")
+
+
+# ----------------------------------------------------------------------------------------------- model
+
+
+class RationaleClassifier(torch.nn.Module):
+    """h(r) from token embeddings, candidate label k scored as <h(r), u_k> (u_k = mean label-word embedding)."""
+
+    def __init__(self, vocab_size: int, config: RationaleModelConfig):
+        super().__init__()
+        self.kind = config.kind
+        self.embed = torch.nn.Embedding(vocab_size, config.dim, padding_idx=0)
+        self.label_embed = torch.nn.Embedding(vocab_size, config.dim, padding_idx=0)
+        if config.kind == "encoder":
+            self.position = torch.nn.Embedding(config.max_words * config.ngram + 1, config.dim)
+            self.layer = torch.nn.TransformerEncoderLayer(config.dim, nhead=4 if config.dim % 4 == 0 else 1,
+                                                          dim_feedforward=2 * config.dim, dropout=0.1,
+                                                          batch_first=True)
+
+    def logits_from_embeddings(self, embeds: torch.Tensor, mask: torch.Tensor, label_vecs: torch.Tensor,
+                               label_mask: torch.Tensor) -> torch.Tensor:
+        """embeds [B, L, d] (the IG input), mask [B, L]; label_vecs [B, K, d]; label_mask [B, K] -> logits [B, K]
+        (-inf where a row has fewer candidates)."""
+        m = mask.to(embeds.dtype)[:, :, None]
+        if self.kind == "encoder":
+            pos = self.position(torch.arange(embeds.shape[1], device=embeds.device))[None]
+            embeds = self.layer(embeds + pos, src_key_padding_mask=mask == 0)
+        h = (embeds * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+        logits = torch.einsum("bd,bkd->bk", h, label_vecs)
+        return logits.masked_fill(label_mask == 0, -math.inf)
+
+    def label_vectors(self, label_ids: torch.Tensor, label_tok_mask: torch.Tensor) -> torch.Tensor:
+        """label_ids [B, K, T] word ids of each candidate -> [B, K, d] mean embeddings."""
+        e = self.label_embed(label_ids) * label_tok_mask[..., None]
+        return e.sum(dim=2) / label_tok_mask.sum(dim=2, keepdim=True).clamp(min=1.0)
+
+
+@dataclass
+class RationaleModel:
+    """The trained rationale-only model with its n-gram vocabulary and config."""
+
+    net: RationaleClassifier
+    vocab: dict[str, int]
+    config: RationaleModelConfig
+    meta: dict
+
+    def encode(self, text: str) -> tuple[list[int], list[tuple[int, ...]], list[tuple[str, int, int]]]:
+        """Token ids (unigrams, then higher n-grams), the word indices each token covers, and the words."""
+        words = words_with_offsets(text)[: self.config.max_words]
+        ids, covers = [], []
+        for n in range(1, self.config.ngram + 1):
+            for i in range(len(words) - n + 1):
+                gram = " ".join(w for w, _, _ in words[i:i + n])
+                ids.append(self.vocab.get(gram, 1))
+                covers.append(tuple(range(i, i + n)))
+        return ids, covers, words
+
+    def label_word_ids(self, label: str) -> list[int]:
+        return [self.vocab.get(w, 1) for w, _, _ in words_with_offsets(label)] or [1]
+
+
+def build_vocab(texts: list[str], labels: list[str], config: RationaleModelConfig) -> dict[str, int]:
+    """n-grams seen at least `min_count` times, and every label word (ids 0/1 are <pad>/<unk>)."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        words = [w for w, _, _ in words_with_offsets(text)[: config.max_words]]
+        for n in range(1, config.ngram + 1):
+            for i in range(len(words) - n + 1):
+                gram = " ".join(words[i:i + n])
+                counts[gram] = counts.get(gram, 0) + 1
+    vocab = {PAD: 0, UNK: 1}
+    for gram in sorted(g for g, c in counts.items() if c >= config.min_count):
+        vocab[gram] = len(vocab)
+    for label in labels:
+        for w, _, _ in words_with_offsets(label):
+            vocab.setdefault(w, len(vocab))
+    return vocab
+
+
+def _batch(model: RationaleModel, texts: list[str], candidates: list[list[str]], labels: list[str] | None):
+    encoded = [model.encode(t)[0] or [1] for t in texts]
+    ids = torch.zeros((len(texts), max(len(e) for e in encoded)), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, e in enumerate(encoded):
+        ids[i, : len(e)] = torch.tensor(e)
+        mask[i, : len(e)] = 1
+    k_max = max(len(c) for c in candidates)
+    label_words = [[model.label_word_ids(c) for c in cands] for cands in candidates]
+    t_max = max(len(w) for row in label_words for w in row)
+    lab_ids = torch.zeros((len(texts), k_max, t_max), dtype=torch.long)
+    lab_tok_mask = torch.zeros((len(texts), k_max, t_max))
+    lab_mask = torch.zeros((len(texts), k_max), dtype=torch.long)
+    for i, row in enumerate(label_words):
+        for k, w in enumerate(row):
+            lab_ids[i, k, : len(w)] = torch.tensor(w)
+            lab_tok_mask[i, k, : len(w)] = 1.0
+            lab_mask[i, k] = 1
+    target = None
+    if labels is not None:
+        target = torch.tensor([cands.index(y) for cands, y in zip(candidates, labels)])
+    return ids, mask, lab_ids, lab_tok_mask, lab_mask, target
+
+
+def train_rationale_model(texts: list[str], labels: list[str], candidates: list[list[str]],
+                          config: RationaleModelConfig, *, progress: bool = False) -> RationaleModel:
+    """Fit Phi_small on (rationale, label) pairs with cross-entropy over each row's label set."""
+    if not texts or len(texts) != len(labels) or len(texts) != len(candidates):
+        raise ValueError("texts, labels and candidates must be non-empty and of the same length")
+    for i, (y, cands) in enumerate(zip(labels, candidates)):
+        if y not in cands:
+            raise ValueError(f"row {i}: label {y!r} is not among its candidates {cands}")
+    generator = seed_everything(config.seed)
+    vocab = build_vocab(texts, sorted({c for cands in candidates for c in cands}), config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        net = RationaleClassifier(len(vocab), config)
+    model = RationaleModel(net, vocab, config, meta={})
+    optimizer = torch.optim.Adam(net.parameters(), lr=config.learning_rate)
+    history = []
+    for epoch in range(1, config.epochs + 1):
+        net.train()
+        order = torch.randperm(len(texts), generator=generator).tolist()
+        total, correct = 0.0, 0
+        starts = range(0, len(order), config.batch_size)
+        for start in progress_bar(starts, desc=f"rationale-only model epoch {epoch}/{config.epochs}",
+                                  enabled=progress, unit="batch"):
+            idx = order[start:start + config.batch_size]
+            ids, mask, lab_ids, lab_tok_mask, lab_mask, target = _batch(
+                model, [texts[i] for i in idx], [candidates[i] for i in idx], [labels[i] for i in idx])
+            logits = net.logits_from_embeddings(net.embed(ids), mask, net.label_vectors(lab_ids, lab_tok_mask),
+                                                lab_mask)
+            loss = torch.nn.functional.cross_entropy(logits, target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(idx)
+            correct += int((logits.argmax(dim=1) == target).sum())
+        history.append({"epoch": epoch, "train_loss": total / len(texts), "train_accuracy": correct / len(texts)})
+    net.eval()
+    model.meta = {"history": history, "vocab_size": len(vocab)}
+    return model
+
+
+@torch.no_grad()
+def predict(model: RationaleModel, texts: list[str], candidates: list[list[str]],
+            batch_size: int = 256) -> list[str]:
+    """The rationale-only model's predicted label for each rationale."""
+    model.net.eval()
+    out: list[str] = []
+    for start in range(0, len(texts), batch_size):
+        t, c = texts[start:start + batch_size], candidates[start:start + batch_size]
+        ids, mask, lab_ids, lab_tok_mask, lab_mask, _ = _batch(model, t, c, None)
+        net = model.net
+        logits = net.logits_from_embeddings(net.embed(ids), mask, net.label_vectors(lab_ids, lab_tok_mask), lab_mask)
+        out.extend(cands[k] for cands, k in zip(c, logits.argmax(dim=1).tolist()))
+    return out
+
+
+def save_rationale_model(model: RationaleModel, out_dir: str | Path) -> Path:
+    """Weights as safetensors, the vocabulary and the config as JSON (no pickles)."""
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in model.net.state_dict().items()}, str(out / MODEL_FILE))
+    (out / VOCAB_FILE).write_text(json.dumps(model.vocab))
+    (out / CONFIG_FILE).write_text(json.dumps({"config": model.config.model_dump(mode="json"), "meta": model.meta},
+                                              indent=2, sort_keys=True))
+    return out
+
+
+def load_rationale_model(path: str | Path) -> RationaleModel:
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not (path / CONFIG_FILE).exists():
+        raise ConfigError(f"{path} is not a rationale-only model directory (no {CONFIG_FILE})")
+    payload = json.loads((path / CONFIG_FILE).read_text())
+    config = RationaleModelConfig(**payload["config"])
+    vocab = json.loads((path / VOCAB_FILE).read_text())
+    net = RationaleClassifier(len(vocab), config)
+    net.load_state_dict(load_file(str(path / MODEL_FILE)))
+    net.eval()
+    return RationaleModel(net, vocab, config, payload.get("meta", {}))
+
+
+# ----------------------------------------------------------------------------------------------- attribution
+
+
+def word_attributions(model: RationaleModel, texts: list[str], labels: list[str], candidates: list[list[str]],
+                      config: LeakageDetectionConfig, *, progress: bool = False) -> list[list[float]]:
+    """IG attribution of log p(label | r) to each word of each rationale (the words of `words_with_offsets`,
+    cut to max_words), n-gram attributions split equally over their words."""
+    from captum.attr import IntegratedGradients
+
+    net = model.net
+    net.eval()
+
+    def forward(embeds, mask, label_vecs, label_mask, target):
+        logits = net.logits_from_embeddings(embeds, mask, label_vecs, label_mask)
+        return torch.log_softmax(logits, dim=1).gather(1, target[:, None]).squeeze(1)
+
+    ig = IntegratedGradients(forward)
+    out: list[list[float]] = []
+    starts = range(0, len(texts), config.batch_size)
+    for start in progress_bar(starts, desc="integrated gradients (rationales)", enabled=progress, unit="batch"):
+        t, y, c = texts[start:start + config.batch_size], labels[start:start + config.batch_size], \
+            candidates[start:start + config.batch_size]
+        ids, mask, lab_ids, lab_tok_mask, lab_mask, target = _batch(model, t, c, y)
+        with torch.no_grad():
+            embeds = net.embed(ids)
+            label_vecs = net.label_vectors(lab_ids, lab_tok_mask)
+        with torch.enable_grad():
+            attr = ig.attribute(embeds, baselines=torch.zeros_like(embeds),
+                                additional_forward_args=(mask, label_vecs, lab_mask, target), n_steps=config.n_steps)
+        per_token = attr.detach().sum(dim=-1)
+        for b, text in enumerate(t):
+            _, covers, words = model.encode(text)
+            scores = [0.0] * len(words)
+            for p, cover in enumerate(covers):
+                share = float(per_token[b, p]) / len(cover)
+                for w in cover:
+                    scores[w] += share
+            out.append(scores)
+    return out
+
+
+def attribution_shares(scores: list[float]) -> list[float]:
+    """Each word's signed share of the rationale's total attribution magnitude (all 0 when it is 0)."""
+    total = sum(abs(s) for s in scores)
+    return [s / total for s in scores] if total > 0 else [0.0 for _ in scores]
+
+
+def global_attribution(words: list[list[str]], shares: list[list[float]]) -> pl.DataFrame:
+    """Per vocabulary word: mean signed share over its occurrences, and the number of occurrences."""
+    flat_w = [w for row in words for w in row]
+    flat_s = [s for row in shares for s in row]
+    if not flat_w:
+        return pl.DataFrame(schema={"word": pl.String, "attribution": pl.Float64, "count": pl.UInt32})
+    return (pl.DataFrame({"word": flat_w, "share": flat_s})
+            .group_by("word").agg(attribution=pl.col("share").mean(), count=pl.len())
+            .sort(["attribution", "word"], descending=[True, False]))
+
+
+def leaky_words(table: pl.DataFrame, config: LeakageDetectionConfig) -> set[str]:
+    """Words at or above the threshold, seen often enough."""
+    hit = table.filter((pl.col("attribution") >= config.threshold) & (pl.col("count") >= config.min_occurrences))
+    return set(hit["word"].to_list())
+
+
+def leaky_spans(words: list[tuple[str, int, int]], leaky: set[str], shares: list[float] | None = None,
+                fallback_top_k: int = 0) -> tuple[list[tuple[int, int]], str]:
+    """Character spans of the runs of consecutive leaky words, and where they came from: 'threshold',
+    'fallback' (the top-k positively attributed words of a rationale with no leaky word) or 'none'."""
+    flags = [w in leaky for w, _, _ in words]
+    source = "threshold"
+    if not any(flags):
+        if fallback_top_k > 0 and shares:
+            top = sorted((i for i, s in enumerate(shares[: len(words)]) if s > 0), key=lambda i: -shares[i])
+            chosen = set(top[:fallback_top_k])
+            flags = [i in chosen for i in range(len(words))]
+        source = "fallback" if any(flags) else "none"
+    spans: list[tuple[int, int]] = []
+    for i, flag in enumerate(flags):
+        if not flag:
+            continue
+        if spans and i > 0 and flags[i - 1]:
+            spans[-1] = (spans[-1][0], words[i][2])
+        else:
+            spans.append((words[i][1], words[i][2]))
+    return spans, source
+
+
+def detect_leakage(model: RationaleModel, texts: list[str], labels: list[str], candidates: list[list[str]],
+                   config: LeakageDetectionConfig, *, progress: bool = False,
+                   n_global: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Global attribution table (word, attribution, count, leaky) and, per rationale, its leaky spans.
+
+    The global table averages over the first `n_global` rationales (all by default: pass the training split's
+    size when validation rows follow). Per-rationale frame: row, n_words, spans (list of [start, end]),
+    span_source, leaky_text (the spans' texts).
+    """
+    scores = word_attributions(model, texts, labels, candidates, config, progress=progress)
+    words = [words_with_offsets(t)[: model.config.max_words] for t in texts]
+    shares = [attribution_shares(s) for s in scores]
+    n_global = len(texts) if n_global is None else n_global
+    table = global_attribution([[w for w, _, _ in row] for row in words[:n_global]], shares[:n_global])
+    leaky = leaky_words(table, config)
+    table = table.with_columns(leaky=pl.col("word").is_in(sorted(leaky)))
+    rows = []
+    for i, (text, row_words, row_shares) in enumerate(zip(texts, words, shares)):
+        spans, source = leaky_spans(row_words, leaky, row_shares, config.fallback_top_k)
+        rows.append({"row": i, "n_words": len(row_words), "spans": [list(s) for s in spans], "span_source": source,
+                     "leaky_text": " | ".join(text[s:e] for s, e in spans)})
+    per_row = pl.DataFrame(rows, schema={"row": pl.Int64, "n_words": pl.Int64, "spans": pl.List(pl.List(pl.Int64)),
+                                         "span_source": pl.String, "leaky_text": pl.String})
+    return table, per_row
+
+
+def accuracy_of(model: RationaleModel, texts: list[str], labels: list[str], candidates: list[list[str]]) -> float:
+    if not texts:
+        return float("nan")
+    return sum(p == y for p, y in zip(predict(model, texts, candidates), labels)) / len(texts)
+
+
+def residual_leakage(train_texts: list[str], train_labels: list[str], train_candidates: list[list[str]],
+                     val_texts: list[str], val_labels: list[str], val_candidates: list[list[str]],
+                     config: RationaleModelConfig) -> float:
+    """Validation accuracy of a fresh rationale-only model trained on the MASKED training rationales: how much
+    label information the masking left behind (compare with chance, 1/K, and with the unmasked model)."""
+    model = train_rationale_model(train_texts, train_labels, train_candidates, config)
+    return accuracy_of(model, val_texts, val_labels, val_candidates)

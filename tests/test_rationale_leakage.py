@@ -1,0 +1,96 @@
+"""RORA 3.1: the rationale-only model, its IG word attributions, the global table and the leaky spans."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+import torch
+
+from larev.rationale_leakage import (LeakageDetectionConfig, RationaleModelConfig, attribution_shares,
+                                     detect_leakage, global_attribution, leaky_spans, leaky_words,
+                                     load_rationale_model, predict, save_rationale_model, train_rationale_model,
+                                     words_with_offsets)
+
+LABELS = ["entailment", "contradiction", "neutral"]
+FILLER = "the a man dog cat sits runs near park street red blue old young small tall".split()
+
+
+def planted(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Rationales of random filler words; each carries one word that names its label ('zork' -> contradiction)."""
+    cue = {"entailment": "blip", "contradiction": "zork", "neutral": "frob"}
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for _ in range(n):
+        y = rng.choice(LABELS)
+        words = rng.sample(FILLER, 6)
+        words.insert(rng.randrange(len(words) + 1), cue[y])
+        texts.append(" ".join(words) + ".")
+        labels.append(y)
+    return texts, labels
+
+
+def test_words_and_offsets():
+    assert words_with_offsets("A man, asleep.") == [("a", 0, 1), ("man", 2, 5), (",", 5, 6), ("asleep", 7, 13),
+                                                      (".", 13, 14)]
+
+
+def test_shares_and_global_table_by_hand():
+    assert attribution_shares([1.0, -3.0, 0.0]) == [0.25, -0.75, 0.0]
+    assert attribution_shares([0.0, 0.0]) == [0.0, 0.0]
+    table = global_attribution([["a", "b"], ["a", "c"]], [[0.5, 0.5], [-0.1, 1.1]])
+    rows = {w: (a, c) for w, a, c in table.iter_rows()}
+    assert rows["a"] == (pytest.approx(0.2), 2)  # (0.5 - 0.1) / 2
+    assert rows["c"][0] == pytest.approx(1.1) and rows["b"][0] == pytest.approx(0.5)
+    assert table["word"].to_list() == ["c", "b", "a"]  # ranked by attribution
+    cfg = LeakageDetectionConfig(threshold=0.4, min_occurrences=1)
+    assert leaky_words(table, cfg) == {"b", "c"}
+    assert leaky_words(table, cfg.model_copy(update={"min_occurrences": 2})) == set()
+
+
+def test_spans_merge_runs_and_fallback_is_explicit():
+    words = words_with_offsets("the answer is very bad .")
+    spans, source = leaky_spans(words, {"very", "bad", "the"})
+    assert spans == [(0, 3), (14, 22)] and source == "threshold"  # "very bad" is one span
+    shares = [0.1, 0.5, -0.2, 0.3, 0.05, 0.0]
+    assert leaky_spans(words, set(), shares) == ([], "none")  # no fallback unless asked
+    spans, source = leaky_spans(words, set(), shares, fallback_top_k=2)
+    assert source == "fallback" and spans == [(4, 10), (14, 18)]  # "answer" and "very", never a negative word
+
+
+def test_global_attribution_ranks_the_planted_word_first():
+    texts, labels = planted(600)
+    cands = [LABELS] * len(texts)
+    model = train_rationale_model(texts, labels, cands, RationaleModelConfig(seed=1))
+    assert model.meta["history"][-1]["train_accuracy"] > 0.95
+    table, per_row = detect_leakage(model, texts, labels, cands, LeakageDetectionConfig(n_steps=16))
+    assert set(table["word"][:3]) == {"zork", "blip", "frob"}
+    assert set(table.filter(pl.col("leaky"))["word"]) == {"zork", "blip", "frob"}
+    # every rationale gets exactly the span of its planted word
+    for text, spans in zip(texts, per_row["spans"].to_list()):
+        assert len(spans) == 1 and text[spans[0][0]:spans[0][1]] in {"zork", "blip", "frob"}
+    assert set(per_row["span_source"]) == {"threshold"}
+    assert predict(model, ["the zork man.", "a blip dog."], [LABELS, LABELS]) == ["contradiction", "entailment"]
+
+
+def test_encoder_kind_trains_and_model_round_trips(tmp_path):
+    texts, labels = planted(120)
+    model = train_rationale_model(texts, labels, [LABELS] * len(texts),
+                                  RationaleModelConfig(kind="encoder", dim=16, epochs=2))
+    before = {k: v.clone() for k, v in model.net.state_dict().items()}
+    loaded = load_rationale_model(save_rationale_model(model, tmp_path / "m"))
+    assert loaded.vocab == model.vocab and loaded.config == model.config
+    for k, v in loaded.net.state_dict().items():
+        assert torch.equal(v, before[k])
+    assert predict(loaded, texts[:5], [LABELS] * 5) == predict(model, texts[:5], [LABELS] * 5)
+
+
+def test_per_row_label_sets_for_qa():
+    texts = ["bread is baked", "a hammer drives nails"] * 20
+    labels = ["bakery", "toolbox"] * 20
+    cands = [["bakery", "toolbox", "garden"]] * 40
+    model = train_rationale_model(texts, labels, cands, RationaleModelConfig(epochs=8, min_count=1))
+    assert predict(model, ["bread is baked"], [["garden", "bakery"]]) == ["bakery"]
+    with pytest.raises(ValueError, match="not among its candidates"):
+        train_rationale_model(["x"], ["nope"], [["a", "b"]], RationaleModelConfig())
