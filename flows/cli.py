@@ -45,7 +45,9 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where to train and score")
     p.add_argument("--normalisation", choices=["label_set", "sum", "mean"], help="log-probability normalisation")
     p.add_argument("--no-larev", action="store_true", help="REV only: skip LAREV's steps")
-    p.add_argument("--lambda-irm", type=float, help="LAREV: IRM weight (default: the thesis's, 25 NLI / 5 QA)")
+    p.add_argument("--lambda-irm", type=float,
+                   help="LAREV: IRM weight (default: 1 on the embedded backbone; the thesis's 25 NLI / 5 QA on "
+                        "pretrained checkpoints)")
     p.add_argument("--lambda-probe", type=float, help="LAREV: probe weight (default: 0.005 NLI / 0.0005 QA)")
     p.add_argument("--irm-on", choices=["tokens", "label_set"], help="LAREV: what the IRM scale multiplies")
     p.add_argument("--ablations", default=None,
@@ -53,6 +55,11 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--antonyms", choices=["offline", "llm"], help="LAREV: how E3 is built (llm = Gemini)")
     p.add_argument("--ig-steps", type=int, help="LAREV: Integrated Gradients steps (default 32)")
     p.add_argument("--la-epochs", type=int, help="LAREV: phi_LA epochs (default 2)")
+    p.add_argument("--no-rora", action="store_true", help="skip RORA, RQ and LAS")
+    p.add_argument("--rora-train-on", choices=["each_source", "gold"],
+                   help="RORA: models per rationale source (the paper's protocol, default) or from gold only")
+    p.add_argument("--rora-lambda", type=float, help="RORA: IRM weight of Phi (default 1)")
+    p.add_argument("--rora-threshold", type=float, help="RORA: leaky-word attribution threshold (default 0.1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _server_option(p)
 
@@ -105,9 +112,17 @@ def pipeline_params(args: argparse.Namespace):
         from larev.leakage_aware import LarevConfig
 
         larev["la_train"] = LarevConfig().la_train.model_copy(update={"epochs": args.la_epochs})
+    rora: dict = {"enabled": not args.no_rora}
+    _set(rora, train_on=args.rora_train_on)
+    if args.rora_lambda is not None:
+        from larev.rora import RoraConfig
+
+        rora["objective"] = RoraConfig().objective.model_copy(update={"lambda_irm": args.rora_lambda})
+    if args.rora_threshold is not None:
+        rora["detection"] = {"threshold": args.rora_threshold}
     default_name = f"demo-{args.task or 'nli'}" if data.get("source") != "files" else "files"
     return PipelineParams(run_name=args.run_name or default_name, artifact_root=args.store, run_dir=args.run_dir,
-                          data=data, model=model, train=train, score=score, baselines=baselines, larev=larev,
+                          data=data, model=model, train=train, score=score, baselines=baselines, larev=larev, rora=rora,
                           rationales=args.rationales, progress=not args.no_progress)
 
 
@@ -161,8 +176,6 @@ def cmd_bench_quality(args) -> int:
     from flows.pipeline import larev_pipeline
     from larev.bench import quality_markdown, quality_results
 
-    if args.ablations is None:
-        args.ablations = "no_irm,no_probe,erm_envs"
     params = pipeline_params(args)
     _wait_for_api(args)
     started = time.perf_counter()
@@ -223,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     _server_option(score)
     score.set_defaults(func=cmd_score)
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
-    quality = bench.add_parser("quality", help="REV, LAREV and its ablations on one train/test pair; results.json")
+    quality = bench.add_parser("quality", help="every metric (REV, LAREV, RORA, RQ, LAS) on one train/test pair; results.json")
     _common_run_options(quality)
     quality.add_argument("--out", required=True, help="directory for results.json, results.md, separations.png")
     quality.set_defaults(func=cmd_bench_quality)

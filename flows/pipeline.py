@@ -1,5 +1,6 @@
 """The larev pipeline end to end: examples -> baselines -> REV evaluators -> LAREV (IG, environments, probe,
-phi_LA) -> scores for every metric -> report.
+phi_LA) -> RORA (rationale-only model, leaky spans, infiller, counterfactuals, Phi, theta) and the RQ / LAS
+proxies -> scores for every metric -> report.
 
 Every step is a cached task (tasks/common.py): rerunning with the same parameters is served from cache, and
 changing one option reruns only the steps that depend on it.
@@ -16,6 +17,7 @@ from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.data.sources import DataConfig, file_digest
 from larev.leakage_aware import LarevConfig
 from larev.metrics.rev import VARIANTS
+from larev.rora import RoraConfig
 from storage import ArtifactStore
 from tasks.baselines import make_baselines, make_rationale_variants
 from tasks.common import StepRunner
@@ -23,6 +25,8 @@ from tasks.data import load_examples, load_rationales
 from tasks.export import export_run
 from tasks.reports import publish, summarise_scores
 from tasks.larev import find_leakage_terms, make_environments, train_phi_la, train_probe
+from tasks.rora import (find_leaky_spans, make_counterfactuals, make_training_rationales, score_rora, score_rq_las,
+                        train_infiller, train_input_model, train_rationale_only, train_rora_phi)
 from tasks.scoring import score_metric
 from tasks.training import train_model, train_tokenizer
 
@@ -42,6 +46,7 @@ class PipelineParams(BaseModel):
     train: TrainConfig = Field(default_factory=TrainConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)
     larev: LarevConfig = Field(default_factory=LarevConfig, description="LAREV's leakage-aware evaluator")
+    rora: RoraConfig = Field(default_factory=RoraConfig, description="RORA's evaluator and the RQ / LAS baselines")
     variants: list[str] = Field(list(VARIANTS), description="synthetic rationale variants scored on the test split")
     rationales: str | None = Field(None, description="a rationale file to score too (id, source, rationale[, label])")
     progress: bool = Field(True, description="progress bars on long steps")
@@ -92,6 +97,12 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
                                     examples, baselines, params.baselines, params.score, device,
                                     progress=progress, step_label=f"score-{name}"))
         models["probe"] = probe
+    if params.rora.enabled:
+        rora_scores, rora_models, rora_tables = rora_steps(steps, store, params, examples, baselines, tokenizer,
+                                                           rationales)
+        scores += rora_scores
+        models.update(rora_models)
+        diagnostics.update(rora_tables)
     report = steps.run(summarise_scores, store, scores, f"larev run '{params.run_name}'", diagnostics,
                        {k: v for k, v in models.items() if k.startswith("larev")})
     publish(store, report["summary"], report["report"], name=params.run_name)
@@ -99,3 +110,45 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
             **report, **({"tokenizer": tokenizer} if tokenizer else {})}
     run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))
     return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
+
+
+def rora_steps(steps: StepRunner, store: ArtifactStore, params: PipelineParams, examples, baselines, tokenizer,
+               rationales) -> tuple[list, dict, dict]:
+    """RORA's models per training source, theta, and the RORA / RQ / LAS scores. Model refs are named
+    theta, rora_phi:<source>, proxy:<source>, rationale_model:<source> (run.json keeps them for `larev score`)."""
+    cfg, progress, device = params.rora, params.progress, params.train.device
+    sources = cfg.sources(params.variants)
+    training = steps.run(make_training_rationales, store, examples, baselines, sources)
+    theta = steps.run(train_input_model, store, "theta", examples, None, None, tokenizer, params.model, params.train,
+                      progress=progress, step_label="train-theta")
+    models, tables = {"theta": theta, "training_rationales": training}, {}
+    phis, proxies, small = {}, {}, {}
+    for source in sources:
+        small[source] = steps.run(train_rationale_only, store, source, examples, training, cfg.detection.model,
+                                  progress=progress, step_label=f"rationale-model-{source}")
+        spans = steps.run(find_leaky_spans, store, source, small[source], examples, training, cfg.detection,
+                          progress=progress, step_label=f"leaky-spans-{source}")
+        infiller = steps.run(train_infiller, store, source, examples, training, spans["spans"], tokenizer,
+                             params.model, cfg.infiller, progress=progress, step_label=f"infiller-{source}")
+        counterfactuals = steps.run(make_counterfactuals, store, source, infiller, examples, training,
+                                    spans["spans"], cfg.infiller, device, progress=progress,
+                                    step_label=f"counterfactuals-{source}")
+        phis[source] = steps.run(train_rora_phi, store, source, examples, training, counterfactuals, tokenizer,
+                                 params.model, cfg.phi_train, cfg.objective, progress=progress,
+                                 step_label=f"train-rora-{source}")
+        proxies[source] = steps.run(train_input_model, store, f"proxy-{source}", examples, training, source,
+                                    tokenizer, params.model, params.train, progress=progress,
+                                    step_label=f"train-proxy-{source}")
+        tables.update({f"rora_words:{source}": spans["words"], f"rora_spans:{source}": spans["spans"],
+                       f"rora_leakage:{source}": spans["summary"],
+                       f"counterfactuals:{source}": counterfactuals})
+        if infiller is not None:
+            models[f"infiller:{source}"] = infiller
+    models.update({f"rora_phi:{s}": r for s, r in phis.items()})
+    models.update({f"proxy:{s}": r for s, r in proxies.items()})
+    models.update({f"rationale_model:{s}": r for s, r in small.items()})
+    scores = [steps.run(score_rora, store, phis, theta, rationales, examples, params.score, device,
+                        progress=progress),
+              steps.run(score_rq_las, store, proxies, small, theta, rationales, examples, params.score, device,
+                        progress=progress)]
+    return scores, models, tables

@@ -17,6 +17,7 @@ from tasks.common import StepRunner
 from tasks.data import load_rationales
 from tasks.export import RUN_FILE, export_run
 from tasks.reports import publish, summarise_scores
+from tasks.rora import score_rora, score_rq_las
 from tasks.scoring import score_metric
 
 
@@ -42,7 +43,10 @@ def read_run(run_dir: str) -> dict:
 
 @flow(name="score-rationales", flow_run_name="score-{params.name}", log_prints=True)
 def score_rationales(params: ScoreParams) -> dict:
-    """Validate a rationale file against the run's test examples and score it with every metric the run trained."""
+    """Validate a rationale file against the run's test examples and score it with every metric the run trained.
+
+    Sources the run has RORA / RQ / LAS models for (the built-in variants' names) use them; any other source is
+    scored with the models trained on the gold rationales."""
     run = read_run(params.run)
     refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
     store = ArtifactStore(run["artifact_root"])
@@ -55,6 +59,13 @@ def score_rationales(params: ScoreParams) -> dict:
     scores = [steps.run(score_metric, store, metric, phi, refs["phi_base"], rationales, refs["examples"],
                         refs["baselines"], baseline_config, score_config, params.device, progress=params.progress,
                         step_label=f"score-{metric}") for metric, phi in metrics.items()]
+    if "theta" in refs:  # the run trained RORA: score RORA, RQ and LAS with the models of each training source
+        by_source = {kind: {k.split(":", 1)[1]: v for k, v in refs.items() if k.startswith(f"{kind}:")}
+                     for kind in ("rora_phi", "proxy", "rationale_model")}
+        scores.append(steps.run(score_rora, store, by_source["rora_phi"], refs["theta"], rationales,
+                                refs["examples"], score_config, params.device, progress=params.progress))
+        scores.append(steps.run(score_rq_las, store, by_source["proxy"], by_source["rationale_model"], refs["theta"],
+                                rationales, refs["examples"], score_config, params.device, progress=params.progress))
     report = steps.run(summarise_scores, store, scores, f"larev scores of {Path(params.rationales).name}")
     publish(store, report["summary"], report["report"], name=params.name)
     out = export_run(store, str(Path(params.run) / params.name), {"rationales": rationales, **report},

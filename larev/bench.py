@@ -2,16 +2,24 @@
 
 results.json = {"scores": {METRIC: {VARIANT: float}}, "accuracy": {METRIC: {VARIANT: float}},
                 "separations": {METRIC: {"gold-leaky": ..., "SUM": ...}}, "n_test": int, "seconds": float}
-`scores` are the aggregate scores (REV eq. 6 / LAREV eq. 4.4 averaged), `accuracy` the accuracy of the evaluator
-that reads the rationale (phi or phi_LA).
+METRIC is rev, larev (and larev_<ablation>), rora, rq, las. `scores` are the aggregate scores (REV eq. 6, LAREV
+eq. 4.4, RORA eq. 10 averaged; RQ's mean accuracy gain; LAS's macro-average), `accuracy` the accuracy of the
+evaluator that reads the rationale. An undefined value (LAS with an empty group) is null.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+import math
+
 from larev.metrics.rev import VARIANTS, separations
 from larev.reports import markdown_table, separation_table
+
+
+def _number(x) -> float | None:
+    """JSON has no NaN: an undefined value is null."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
 def quality_results(summary: pl.DataFrame, *, n_test: int, seconds: float) -> dict:
@@ -19,10 +27,10 @@ def quality_results(summary: pl.DataFrame, *, n_test: int, seconds: float) -> di
     scores: dict[str, dict[str, float]] = {}
     accuracy: dict[str, dict[str, float]] = {}
     for row in summary.filter(pl.col("source").is_in(VARIANTS)).iter_rows(named=True):
-        scores.setdefault(row["metric"], {})[row["source"]] = float(row["score"])
-        accuracy.setdefault(row["metric"], {})[row["source"]] = float(row["accuracy_with"])
-    return {"scores": scores, "accuracy": accuracy,
-            "separations": {m: separations(summary, m) for m in scores}, "n_test": n_test,
+        scores.setdefault(row["metric"], {})[row["source"]] = _number(row["score"])
+        accuracy.setdefault(row["metric"], {})[row["source"]] = _number(row["accuracy_with"])
+    seps = {m: {k: _number(v) for k, v in separations(summary, m).items()} for m in scores}
+    return {"scores": scores, "accuracy": accuracy, "separations": seps, "n_test": n_test,
             "seconds": round(seconds, 1)}
 
 

@@ -59,8 +59,11 @@ def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = No
     if meta:
         parts += [f"- **{k}**: {v}" for k, v in meta.items()] + [""]
     parts += ["## Scores per rationale source", "",
-              "`score` is the mean pointwise score (REV eq. 6, in nats); `accuracy_with` is the accuracy of the "
-              "evaluator that reads the rationale, `accuracy_base` of the one that reads the baseline only.", "",
+              "`score` is the mean pointwise score: in nats for REV (eq. 6), LAREV (eq. 4.4) and RORA (eq. 10); an "
+              "accuracy difference for RQ, and for LAS the macro-average of the accuracy gain over leaking and "
+              "non-leaking rationales (NaN when one group is empty; `leak_rate` is the leaking share). "
+              "`accuracy_with` is the accuracy of the evaluator that reads the rationale, `accuracy_base` of the one "
+              "that does not (REV / LAREV: the baseline b only; RORA / RQ / LAS: the input x only).", "",
               markdown_table(summary), ""]
     seps = separation_table(summary)
     if seps.width > 1:
@@ -128,3 +131,36 @@ def larev_diagnostics(tokens: pl.DataFrame | None, terms: pl.DataFrame | None, e
                       f"{weights.get('lambda_probe')}; erm/irm/probe are epoch means; val_logp per environment):", "",
                       markdown_table(pl.DataFrame(history)), ""]
     return "\n".join(parts)
+
+
+def rora_diagnostics(tables: dict[str, pl.DataFrame]) -> str:
+    """Per RORA training source: how many training rationales had leaky spans, the leaky words, and how often
+    the counterfactual rationales differ between labels (tables keyed rora_words:<source>, rora_spans:<source>,
+    counterfactuals:<source>)."""
+    sources = [k.split(":", 1)[1] for k in tables if k.startswith("rora_spans:")]
+    if not sources:
+        return ""
+    rows = []
+    for source in sources:
+        spans = tables[f"rora_spans:{source}"]
+        words = tables.get(f"rora_words:{source}")
+        cf = tables.get(f"counterfactuals:{source}")
+        leaky = words.filter(pl.col("leaky"))["word"].head(6).to_list() if words is not None else []
+        row = {"source": source, "rationales": spans.height,
+               "with_spans": (spans["span_source"] != "none").mean(),
+               "by_fallback": (spans["span_source"] == "fallback").mean(),
+               "leaky_words": ", ".join(leaky) + (" ..." if words is not None and
+                                                  words["leaky"].sum() > len(leaky) else "")}
+        leakage = tables.get(f"rora_leakage:{source}")
+        if leakage is not None and leakage.height:
+            row |= {k: leakage[k][0] for k in ("chance", "accuracy_unmasked", "accuracy_masked")}
+        if cf is not None and cf.height:
+            varied = cf.group_by("id").agg(pl.col("rationale").n_unique() > 1)["rationale"].mean()
+            row |= {"edited_by_label": varied, "missing_fills": int(cf["n_missing"].sum())}
+        rows.append(row)
+    return "\n".join([
+        "## RORA diagnostics", "",
+        "Per training source: share of training rationales with leaky spans (and by the explicit fallback), the "
+        "top leaky words; the validation accuracy of a rationale-only model before and after masking the spans "
+        "(residual leakage; `chance` = 1/K); the share of rationales whose counterfactuals differ between labels, "
+        "and sentinels the infiller left unfilled.", "", markdown_table(pl.DataFrame(rows)), ""])

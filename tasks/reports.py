@@ -24,18 +24,21 @@ def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str
                      la_models: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
     """scores.parquet (every metric), summary.parquet (per metric and source), report.md, separations.png.
 
-    diagnostics: LAREV's `tokens`, `terms` and `environments` tables; la_models: the phi_LA model directories
-    (their training histories go into the report).
+    diagnostics: LAREV's `tokens`, `terms` and `environments` tables and RORA's per-source tables; la_models: the
+    phi_LA model directories (their training histories go into the report).
     """
     frame = pl.concat([store.read_parquet(s.uri) for s in scores], how="diagonal_relaxed")
     summary = rev.summarise(frame)
     markdown = reports.report_markdown(summary, title=title)
-    if diagnostics or la_models:
-        tables = {k: store.read_parquet(v.uri) for k, v in (diagnostics or {}).items()}
+    tables = {k: store.read_parquet(v.uri) for k, v in (diagnostics or {}).items()}
+    if la_models or {"tokens", "terms", "environments"} & set(tables):
         meta = {name: json.loads((store.get_dir(ref.uri) / LAREV_CONFIG_FILE).read_text())["meta"]
                 for name, ref in (la_models or {}).items()}
         markdown += "\n" + reports.larev_diagnostics(tables.get("tokens"), tables.get("terms"),
                                                      tables.get("environments"), meta)
+    rora_section = reports.rora_diagnostics(tables)
+    if rora_section:
+        markdown += "\n" + rora_section
     return {
         "scores": put_table(store, "scores.parquet", frame),
         "summary": put_table(store, "summary.parquet", summary),

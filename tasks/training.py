@@ -10,12 +10,14 @@ import larev.formats as formats
 import larev.models.evaluator as evaluator_mod
 import larev.models.tokenizer as tokenizer_mod
 import larev.models.train as train_mod
+import larev.rora as rora_mod
 from larev.config import ModelConfig, TrainConfig
 from larev.errors import ConfigError
-from larev.formats import baseline_input, rationale_input, target_text
+from larev.formats import baseline_input, infill_input, rationale_input, target_text
 from larev.models.evaluator import new_evaluator, save_evaluator
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
+from larev.rora import x_texts
 from larev.schema import label_set
 from larev.variants import LEAKY_TEMPLATE
 from storage import ArtifactStore
@@ -46,7 +48,7 @@ def evaluator_inputs(role: str, df: pl.DataFrame) -> list[str]:
     raise ConfigError(f"unknown evaluator role {role!r}; expected one of {ROLES}")
 
 
-@larev_task("tokenizer", code=(tokenizer_mod, formats))
+@larev_task("tokenizer", code=(tokenizer_mod, formats, rora_mod))
 def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                     model: ModelConfig) -> ArtifactRef | None:
     """The embedded backbone's word-level vocabulary, from the training texts; None for a hub checkpoint."""
@@ -55,7 +57,10 @@ def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: Arti
     df = training_frame(store, examples, baselines).filter(pl.col("split") == "train")
     labels = sorted({lab for t, c, y in zip(df["task"], df["choices"], df["label"])
                      for lab in (label_set(t, c) if t == "nli" or c is not None else [y])})
-    texts = [*evaluator_inputs("phi", df), *labels, *(LEAKY_TEMPLATE.format(label=lab) for lab in labels)]
+    # REV's and LAREV's inputs, RORA's (x, r) and infiller inputs, the labels and the leaky variant's sentence
+    rora_inputs = [infill_input(y, x, r) for y, x, r in zip(df["label"], x_texts(df), df["rationale"])]
+    texts = [*evaluator_inputs("phi", df), *rora_inputs, *labels,
+             *(LEAKY_TEMPLATE.format(label=lab) for lab in labels)]
     tok = train_word_tokenizer(texts, max_vocab=model.max_vocab)
     with tempfile.TemporaryDirectory() as tmp:
         tok.save_pretrained(tmp)

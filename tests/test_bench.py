@@ -25,3 +25,14 @@ def test_results_layout():
     assert results["n_test"] == 10 and results["seconds"] == 12.3
     md = quality_markdown(summary, results, title="t")
     assert "| larev | 3.000 | 1.500 | 2.500 | 1.000 |" in md
+
+
+def test_undefined_las_is_null_in_results():
+    import json
+
+    summary = pl.DataFrame({"metric": ["las", "las"], "source": ["gold", "leaky"], "score": [0.1, float("nan")],
+                            "accuracy_with": [0.9, 1.0], "accuracy_base": [0.5, 0.5], "n": [10, 10]})
+    results = quality_results(summary, n_test=10, seconds=1.0)
+    assert results["scores"]["las"] == {"gold": 0.1, "leaky": None}
+    assert results["separations"]["las"]["gold-leaky"] is None
+    assert "NaN" not in json.dumps(results)

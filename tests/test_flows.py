@@ -15,21 +15,33 @@ from flows.score import ScoreParams, score_rationales
 from larev.config import DemoDataConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.attribution import AttributionConfig
 from larev.data.sources import DataConfig
+from larev.infill import InfillerConfig
 from larev.leakage_aware import LarevConfig, LeakageAwareConfig
+from larev.rationale_leakage import LeakageDetectionConfig, RationaleModelConfig
+from larev.rora import RoraConfig
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 TINY = ModelConfig(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
+SOURCES = ["gold", "leaky", "gold_leaky", "vacuous"]
+RORA_STEPS = [f"{step}-{source}" for source in SOURCES for step in
+              ("rationale-model", "leaky-spans", "infiller", "counterfactuals", "train-rora", "train-proxy")]
 ALL_STEPS = ["examples", "baselines", "variants", "tokenizer", "train-phi_base", "train-phi", "score-rev",
-             "leakage-terms", "environments", "probe", "train-larev", "score-larev", "report"]
+             "leakage-terms", "environments", "probe", "train-larev", "score-larev", "training-rationales",
+             "train-theta", *RORA_STEPS, "score-rora", "score-rq-las", "report"]
+METRICS = ["larev", "las", "rev", "rora", "rq"]
 TINY_LAREV = LarevConfig(attribution=AttributionConfig(n_steps=4), probe_train=TrainConfig(epochs=1, batch_size=16),
                          la_train=TrainConfig(epochs=1, batch_size=8))
+TINY_RORA = RoraConfig(detection=LeakageDetectionConfig(n_steps=4, model=RationaleModelConfig(epochs=2)),
+                       infiller=InfillerConfig(train=TrainConfig(epochs=1, batch_size=16, select_by="sum"),
+                                               max_new_tokens=6),
+                       phi_train=TrainConfig(epochs=1, batch_size=8))
 
 
 def tiny_params(root: Path, **changes) -> PipelineParams:
     base = dict(run_name="tiny", artifact_root=str(root / "store"), run_dir=str(root / "runs"),
                 data=DataConfig(demo=DemoDataConfig(n_train=48, n_validation=8, n_test=12)), model=TINY,
-                train=TrainConfig(epochs=1, batch_size=16), larev=TINY_LAREV, progress=False)
+                train=TrainConfig(epochs=1, batch_size=16), larev=TINY_LAREV, rora=TINY_RORA, progress=False)
     return PipelineParams(**{**base, **changes})
 
 
@@ -48,10 +60,14 @@ def test_cold_run_writes_readable_scores(first_run):
     assert ran(result) == ALL_STEPS
     run_dir = Path(result["run_dir"])
     scores = pl.read_parquet(run_dir / "scores.parquet")
-    assert scores.height == 2 * 4 * 12  # rev and larev, 4 variants, 12 test rows
-    assert sorted(scores["metric"].unique()) == ["larev", "rev"]
+    assert scores.height == 5 * 4 * 12  # 5 metrics, 4 variants, 12 test rows
+    assert sorted(scores["metric"].unique()) == METRICS
     assert sorted(scores["source"].unique()) == ["gold", "gold_leaky", "leaky", "vacuous"]
-    np.testing.assert_allclose(scores["score"], scores["logp_with"] - scores["logp_base"])
+    info = scores.filter(pl.col("metric").is_in(["rev", "larev", "rora"]))
+    np.testing.assert_allclose(info["score"], info["logp_with"] - info["logp_base"])
+    acc = scores.filter(pl.col("metric").is_in(["rq", "las"]))
+    np.testing.assert_array_equal(acc["score"], acc["correct_with"].cast(float) - acc["correct_base"].cast(float))
+    assert acc.filter(pl.col("metric") == "las")["leaks"].null_count() == 0
     assert (scores["logp_with"] <= 0).all() and (scores["logp_base"] <= 0).all()  # label_set: log of a probability
     summary = pl.read_parquet(run_dir / "summary.parquet")
     assert set(summary.columns) >= {"metric", "source", "score", "accuracy_with", "accuracy_base", "n"}
@@ -59,7 +75,11 @@ def test_cold_run_writes_readable_scores(first_run):
     assert "## Separations" in report and "## LAREV diagnostics" in report
     assert (run_dir / "separations.png").read_bytes()[:4] == b"\x89PNG"
     record = json.loads((run_dir / "run.json").read_text())
-    assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores"} <= set(record["artifacts"])
+    assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])
+    for source in SOURCES:
+        assert {f"rora_phi:{source}", f"proxy:{source}", f"rationale_model:{source}"} <= set(record["artifacts"])
+    cf = pl.read_parquet(record["artifacts"]["counterfactuals:leaky"]["uri"])
+    assert cf.height == 3 * 56 and set(cf["env_label"]) == {"entailment", "contradiction", "neutral"}
 
 
 def test_rerun_is_fully_cached_and_identical(first_run):
@@ -72,7 +92,7 @@ def test_rerun_is_fully_cached_and_identical(first_run):
 def test_scoring_option_reruns_scoring_only(first_run):
     root, _ = first_run
     changed = larev_pipeline(tiny_params(root, score=ScoreConfig(normalisation="sum")))
-    assert ran(changed) == ["score-rev", "score-larev", "report"]
+    assert ran(changed) == ["score-rev", "score-larev", "score-rora", "score-rq-las", "report"]
 
 
 def test_larev_objective_option_reruns_phi_la_only(first_run):
@@ -88,6 +108,19 @@ def test_training_option_reruns_training_and_downstream_only(first_run):
     steps = ran(changed)
     assert steps[:4] == ["train-phi_base", "train-phi", "score-rev", "leakage-terms"]
     assert not {"examples", "baselines", "variants", "tokenizer"} & set(steps)
+    # RORA's own training options did not change: its models stay cached, theta and the proxies retrain
+    assert "train-theta" in steps and "train-proxy-gold" in steps
+    assert not {"rationale-model-gold", "infiller-gold", "train-rora-gold"} & set(steps)
+
+
+def test_rora_option_reruns_rora_only(first_run):
+    root, _ = first_run
+    rora = TINY_RORA.model_copy(update={"detection": TINY_RORA.detection.model_copy(update={"threshold": 0.2})})
+    steps = ran(larev_pipeline(tiny_params(root, rora=rora)))
+    assert steps[0] == "leaky-spans-gold" and "rationale-model-gold" not in steps
+    assert not {"train-phi", "train-larev", "score-rev", "train-theta", "train-proxy-gold"} & set(steps)
+    # RQ / LAS read the proxies and the rationale-only models, which the threshold does not touch
+    assert steps[-2:] == ["score-rora", "report"] and "score-rq-las" not in steps
 
 
 def test_score_flow_scores_a_user_file_with_other_labels(first_run, tmp_path):
@@ -100,9 +133,19 @@ def test_score_flow_scores_a_user_file_with_other_labels(first_run, tmp_path):
     user.write_ndjson(path)
     out = score_rationales(ScoreParams(run=result["run_dir"], rationales=str(path), name="mine", progress=False))
     scores = pl.read_parquet(Path(out["run_dir"]) / "scores.parquet")
-    assert scores.height == 2 * test.height and set(scores["source"]) == {"my-model"}
+    assert scores.height == 5 * test.height and set(scores["source"]) == {"my-model"}
+    assert sorted(scores["metric"].unique()) == METRICS
     rev_scores = scores.filter(pl.col("metric") == "rev")
     assert rev_scores["label"].to_list() == user["label"].to_list()
+    # RQ judges the gold label, LAS the label the rationale comes with
+    rq = scores.filter(pl.col("metric") == "rq")
+    las = scores.filter(pl.col("metric") == "las")
+    flipped = [g != y for g, y in zip(test["label"], user["label"])]
+    assert rq["pred_with"].to_list() == las["pred_with"].to_list()
+    gold_right = [p == g for p, g in zip(rq["pred_with"], test["label"])]
+    assert rq["correct_with"].to_list() == gold_right
+    assert [c for c, f in zip(las["correct_with"], flipped) if f] == [p == y for p, y, f in
+                                                                      zip(las["pred_with"], user["label"], flipped) if f]
 
 
 BAD_FILES = {
@@ -149,7 +192,7 @@ def test_qa_pipeline_runs_end_to_end(tmp_path):
     data = DataConfig(demo=DemoDataConfig(task="qa", n_train=40, n_validation=8, n_test=10))
     result = larev_pipeline(tiny_params(tmp_path, run_name="tiny-qa", data=data))
     scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
-    assert scores.height == 2 * 4 * 10 and set(scores["metric"]) == {"rev", "larev"}
+    assert scores.height == 5 * 4 * 10 and sorted(scores["metric"].unique()) == METRICS
     assert (scores["logp_with"] <= 0).all()  # label_set over each row's five choices
     envs = pl.read_parquet(result["refs"]["environments"].uri)
     assert envs["env"].to_list()[:3] == ["E1", "E2", "E3"] and envs.height == 3 * 48
