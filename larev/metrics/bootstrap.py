@@ -1,0 +1,91 @@
+"""Paired bootstrap confidence intervals for aggregate scores, separations and their SUM (none of the papers
+reports them).
+
+Resampling unit: the test example. One resample draws n example ids with replacement and every rationale source
+of every metric is re-aggregated on the same draw, so a separation (gold minus a degraded variant, computed on
+the same examples) gets a paired interval. Aggregates follow `larev.metrics.rev.summarise`: the mean pointwise
+score, except LAS (macro-average of the gain over leaking and non-leaking rationales, NaN when a resample has an
+empty group). Intervals are percentile intervals over `n_boot` resamples, ignoring NaN resamples; the `nan_share`
+column says how many were NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from larev.metrics.rev import DEGRADED
+
+CI_COLUMNS = ["metric", "quantity", "estimate", "ci_low", "ci_high", "nan_share", "n"]
+
+
+def resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """[n_boot, n] how many times each example is drawn in each resample."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
+
+
+def weighted_aggregate(counts: np.ndarray, values: np.ndarray, leaks: np.ndarray | None = None) -> np.ndarray:
+    """Aggregate per resample (rows of `counts`): the weighted mean, or LAS's macro-average when `leaks` is given."""
+    if leaks is None:
+        return counts @ values / counts.sum(axis=1)
+    lk = leaks.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        leaking = counts @ (values * lk) / (counts @ lk)
+        other = counts @ (values * (1 - lk)) / (counts @ (1 - lk))
+    out = (leaking + other) / 2
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def _interval(estimate: float, boot: np.ndarray, level: float) -> tuple[float, float, float]:
+    finite = boot[~np.isnan(boot)]
+    nan_share = 1.0 - finite.size / boot.size
+    if finite.size == 0 or np.isnan(estimate):
+        return float("nan"), float("nan"), nan_share
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(finite, [tail, 100 - tail])
+    return float(low), float(high), nan_share
+
+
+def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+                        reference: str = "gold", degraded: tuple[str, ...] = DEGRADED) -> pl.DataFrame:
+    """Per metric: each source's aggregate, each `reference`-minus-degraded separation and their SUM, with
+    percentile intervals (columns CI_COLUMNS). Only examples that have a score for every source of the metric
+    are used."""
+    rows = []
+    sources = [reference, *degraded]
+    for metric in scores["metric"].unique(maintain_order=True).to_list():
+        part = scores.filter((pl.col("metric") == metric) & pl.col("source").is_in(sources))
+        present = [s for s in sources if s in set(part["source"])]
+        if reference not in present:
+            continue
+        wide = part.pivot(on="source", index="id", values="score").drop_nulls().sort("id")
+        leaks_wide = None
+        if metric == "las":
+            leaks_wide = part.pivot(on="source", index="id", values="leaks").sort("id").join(
+                wide.select("id"), on="id", how="semi").sort("id")
+        n = wide.height
+        if n == 0:
+            continue
+        counts = resample_counts(n, n_boot, seed)
+        ones = np.ones((1, n))
+        full, boot = {}, {}
+        for s in present:
+            values = wide[s].to_numpy().astype(np.float64)
+            leaks = leaks_wide[s].to_numpy().astype(bool) if leaks_wide is not None else None
+            full[s] = float(weighted_aggregate(ones, values, leaks)[0])
+            boot[s] = weighted_aggregate(counts, values, leaks)
+        quantities = [(s, full[s], boot[s]) for s in present]
+        pairs = [d for d in degraded if d in present]
+        for d in pairs:
+            quantities.append((f"{reference}-{d}", full[reference] - full[d], boot[reference] - boot[d]))
+        if pairs:
+            quantities.append(("SUM", sum(full[reference] - full[d] for d in pairs),
+                               sum(boot[reference] - boot[d] for d in pairs)))
+        for name, estimate, samples in quantities:
+            low, high, nan_share = _interval(estimate, samples, level)
+            rows.append({"metric": metric, "quantity": name, "estimate": estimate, "ci_low": low, "ci_high": high,
+                         "nan_share": nan_share, "n": n})
+    return pl.DataFrame(rows, schema={"metric": pl.String, "quantity": pl.String, "estimate": pl.Float64,
+                                      "ci_low": pl.Float64, "ci_high": pl.Float64, "nan_share": pl.Float64,
+                                      "n": pl.Int64})
