@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo server-stop test test-slow clean
+.PHONY: install demo server-stop test test-slow bench-quality bench-speed clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-## the main job on the embedded default: demo data, REV evaluators, scores, report under runs/demo-nli
+## the main job on the embedded default: demo data, every evaluator, scores, report under runs/demo-nli
 demo: install
 	$(BIN)/larev run --server local
 
@@ -28,6 +28,17 @@ test: install
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
+
+ESNLI ?= ../shared/data/esnli/dev.parquet
+
+## every metric on real e-SNLI (train: first 8,000 rows of the dev file, test: the rest); results in bench/esnli
+bench-quality: install
+	$(BIN)/larev bench quality --task nli --train $(ESNLI) --train-rows :8000 --test $(ESNLI) --test-rows 8000: \
+		--run-name esnli-bench --out bench/esnli --no-progress
+
+## speed ratios measured side by side (and the demo cold vs cached); results in bench/speed/speed.json
+bench-speed: install
+	$(BIN)/larev bench speed --out bench/speed --esnli-results bench/esnli/results.json
 
 clean:
 	rm -rf .larev runs

@@ -169,29 +169,106 @@ def cmd_run(args) -> int:
     return 0
 
 
-def cmd_bench_quality(args) -> int:
-    """The whole protocol on one train/test pair; results.json, results.md and separations.png in --out."""
+def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: float | None, n_boot: int) -> None:
+    """results.json / results.md / results.csv (bootstrap intervals) and separations.png from a finished run."""
     import polars as pl
 
-    from flows.pipeline import larev_pipeline
     from larev.bench import quality_markdown, quality_results
+    from larev.metrics.bootstrap import bootstrap_intervals
 
-    params = pipeline_params(args)
-    _wait_for_api(args)
-    started = time.perf_counter()
-    result = larev_pipeline(params)
-    seconds = time.perf_counter() - started
-    run_dir = Path(result["run_dir"])
     summary = pl.read_parquet(run_dir / "summary.parquet")
-    n_test = pl.read_parquet(run_dir / "scores.parquet").filter(pl.col("source") == "gold")["id"].n_unique()
-    results = quality_results(summary, n_test=n_test, seconds=seconds)
-    out = Path(args.out)
+    scores = pl.read_parquet(run_dir / "scores.parquet")
+    n_test = scores.filter(pl.col("source") == "gold")["id"].n_unique()
+    intervals = bootstrap_intervals(scores, n_boot=n_boot, seed=0) if n_boot > 0 else None
+    results = quality_results(summary, n_test=n_test, seconds=seconds, intervals=intervals)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(quality_markdown(summary, results, title=f"larev bench quality: {params.run_name}"))
+    (out / "results.md").write_text(quality_markdown(summary, results, title=title))
+    if intervals is not None:
+        intervals.write_csv(out / "results.csv")
     (out / "separations.png").write_bytes((run_dir / "separations.png").read_bytes())
-    print_results(str(run_dir), result["steps"], seconds)
-    print(f"\nBenchmark results in {out}: results.json, results.md, separations.png")
+
+
+def cmd_bench_quality(args) -> int:
+    """The whole protocol on one train/test pair; results.json, results.md, results.csv and separations.png in
+    --out. With --from-run, only the outputs are rebuilt from a finished run."""
+    out = Path(args.out)
+    if args.from_run:
+        run_dir = Path(args.from_run)
+        previous = out / "results.json"
+        seconds = json.loads(previous.read_text()).get("seconds") if previous.exists() else None
+        write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
+                              n_boot=args.bootstrap)
+        print_results(str(run_dir))
+    else:
+        from flows.pipeline import larev_pipeline
+
+        params = pipeline_params(args)
+        _wait_for_api(args)
+        started = time.perf_counter()
+        result = larev_pipeline(params)
+        seconds = time.perf_counter() - started
+        run_dir = Path(result["run_dir"])
+        write_quality_outputs(run_dir, out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
+                              n_boot=args.bootstrap)
+        print_results(str(run_dir), result["steps"], seconds)
+    print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png")
+    return 0
+
+
+def _timed_run(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds of `larev <argv>` in a child process, and the peak RSS (GiB) of the children so far."""
+    import resource
+    import subprocess
+    import sys
+
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"error: `larev {' '.join(argv)}` failed:\n{done.stderr[-2000:]}")
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # Linux: KiB
+    return seconds, peak_kib / 1024**2
+
+
+def cmd_bench_speed(args) -> int:
+    """Speed ratios measured side by side in this run; speed.json in --out (larev/speed.py says what each is)."""
+    import tempfile
+
+    from larev import speed
+
+    figures: dict = {}
+    print("scoring: batched vs one example and one label at a time ...", flush=True)
+    figures |= speed.measure_scoring()
+    print("integrated gradients: batched vs one captum call per example ...", flush=True)
+    figures |= speed.measure_ig()
+    print("phi_LA training step vs ERM step ...", flush=True)
+    figures |= speed.measure_irm_step()
+    if not args.skip_demo:
+        with tempfile.TemporaryDirectory() as tmp:
+            demo = ["run", "--store", f"{tmp}/store", "--run-dir", f"{tmp}/runs", "--no-progress",
+                    "--server", args.server]
+            print("the demo, cold (fresh store) ...", flush=True)
+            cold, peak = _timed_run(demo)
+            print(f"  {cold:.1f}s; the demo again, from cache ...", flush=True)
+            warm, peak = _timed_run(demo)
+        figures |= {"demo_cold_seconds": cold, "demo_cached_seconds": warm, "cached_rerun_vs_cold": warm / cold,
+                    "demo_peak_rss_gib": peak}
+    if args.esnli_results:
+        quality = json.loads(Path(args.esnli_results).read_text())
+        if quality.get("seconds") is not None:
+            figures["esnli_full_minutes"] = quality["seconds"] / 60
+            figures["esnli_full_source"] = str(args.esnli_results)
+    report = {"figures": figures, "targets": speed.verdicts(figures)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "speed.json").write_text(json.dumps(report, indent=2))
+    print(f"\n{'figure':<26} {'value':>10}  {'target':<8} meets")
+    for name, v in report["targets"].items():
+        value = "-" if v["value"] is None else f"{v['value']:.3f}"
+        meets = "-" if v["meets"] is None else ("yes" if v["meets"] else "NO")
+        print(f"{name:<26} {value:>10}  {v['target']:<8} {meets}")
+    print(f"\nAll figures in {out / 'speed.json'}")
     return 0
 
 
@@ -238,8 +315,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
     quality = bench.add_parser("quality", help="every metric (REV, LAREV, RORA, RQ, LAS) on one train/test pair; results.json")
     _common_run_options(quality)
-    quality.add_argument("--out", required=True, help="directory for results.json, results.md, separations.png")
+    quality.add_argument("--out", required=True,
+                         help="directory for results.json, results.md, results.csv (intervals), separations.png")
+    quality.add_argument("--bootstrap", type=int, default=1000,
+                         help="bootstrap resamples for the 95%% intervals (0 = none)")
+    quality.add_argument("--from-run", default=None,
+                         help="rebuild the outputs from this finished run directory instead of running")
     quality.set_defaults(func=cmd_bench_quality)
+    speed_p = bench.add_parser("speed", help="speed ratios measured side by side in one run; speed.json")
+    speed_p.add_argument("--out", required=True, help="directory for speed.json")
+    speed_p.add_argument("--skip-demo", action="store_true", help="skip the cold / cached demo runs")
+    speed_p.add_argument("--esnli-results", default=None,
+                         help="a `larev bench quality` results.json on e-SNLI: its wall time is esnli_full_minutes")
+    speed_p.add_argument("--server", default="auto", help="Prefect API for the demo runs (see larev run --help)")
+    speed_p.set_defaults(func=cmd_bench_speed)
     show = sub.add_parser("show", help="print a run's results")
     show.add_argument("run", help="the run directory")
     show.add_argument("--report", action="store_true", help="also print report.md")

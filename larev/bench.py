@@ -22,26 +22,53 @@ def _number(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def quality_results(summary: pl.DataFrame, *, n_test: int, seconds: float) -> dict:
-    """results.json's content from a run's summary (metric, source, score, accuracy_with, ...)."""
-    scores: dict[str, dict[str, float]] = {}
-    accuracy: dict[str, dict[str, float]] = {}
+def quality_results(summary: pl.DataFrame, *, n_test: int, seconds: float | None,
+                    intervals: pl.DataFrame | None = None) -> dict:
+    """results.json's content from a run's summary (metric, source, score, accuracy_with, ...) and, when given,
+    the bootstrap intervals (`larev.metrics.bootstrap.bootstrap_intervals`)."""
+    scores: dict[str, dict[str, float | None]] = {}
+    accuracy: dict[str, dict[str, float | None]] = {}
     for row in summary.filter(pl.col("source").is_in(VARIANTS)).iter_rows(named=True):
         scores.setdefault(row["metric"], {})[row["source"]] = _number(row["score"])
         accuracy.setdefault(row["metric"], {})[row["source"]] = _number(row["accuracy_with"])
     seps = {m: {k: _number(v) for k, v in separations(summary, m).items()} for m in scores}
-    return {"scores": scores, "accuracy": accuracy, "separations": seps, "n_test": n_test,
-            "seconds": round(seconds, 1)}
+    out = {"scores": scores, "accuracy": accuracy, "separations": seps, "n_test": n_test,
+           "seconds": None if seconds is None else round(seconds, 1)}
+    if intervals is not None:
+        out["intervals"] = {}
+        for row in intervals.iter_rows(named=True):
+            out["intervals"].setdefault(row["metric"], {})[row["quantity"]] = [_number(row["ci_low"]),
+                                                                                _number(row["ci_high"])]
+    return out
+
+
+def _with_interval(estimate, interval) -> str:
+    if estimate is None:
+        return "nan"
+    if not interval or interval[0] is None:
+        return f"{estimate:.3f}"
+    return f"{estimate:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str:
-    """The score table (metric x variant), the separations with their sum, and the evaluator accuracies."""
+    """The score table (metric x variant), the separations with their sum (with 95 % intervals when the results
+    carry them), and the evaluator accuracies."""
     metrics = list(results["scores"])
-    wide = pl.DataFrame([{"metric": m, **{v: results["scores"][m].get(v) for v in VARIANTS}} for m in metrics])
+    ci = results.get("intervals", {})
+    wide = pl.DataFrame([{"metric": m, **{v: _with_interval(results["scores"][m].get(v), ci.get(m, {}).get(v))
+                                          for v in VARIANTS}} for m in metrics])
     acc = pl.DataFrame([{"metric": m, **{v: results["accuracy"][m].get(v) for v in VARIANTS}} for m in metrics])
+    pairs = ["gold-leaky", "gold-gold_leaky", "gold-vacuous", "SUM"]
+    seps = pl.DataFrame([{"metric": m, **{p: _with_interval(results["separations"][m].get(p), ci.get(m, {}).get(p))
+                                          for p in pairs}} for m in metrics if results["separations"].get(m)])
+    seconds = results.get("seconds")
+    note = " Brackets: paired bootstrap 95 % intervals over test examples." if ci else ""
     return "\n".join([
-        f"# {title}", "", f"{results['n_test']} test examples, {results['seconds']:.0f} s.", "",
-        "## Mean score per rationale variant (nats)", "", markdown_table(wide), "",
+        f"# {title}", "",
+        f"{results['n_test']} test examples" + (f", {seconds:.0f} s." if seconds is not None else ".") + note, "",
+        "## Mean score per rationale variant", "",
+        "Nats for REV, LAREV and RORA; accuracy differences for RQ and LAS (LAS: nan = a group is empty).", "",
+        markdown_table(wide), "",
         "## Separations: gold minus each degraded variant (all positive = the metric ranks gold first)", "",
-        markdown_table(separation_table(summary)), "",
+        markdown_table(seps) if seps.height else markdown_table(separation_table(summary)), "",
         "## Accuracy of the evaluator that reads the rationale", "", markdown_table(acc), ""])

@@ -36,3 +36,38 @@ def test_undefined_las_is_null_in_results():
     assert results["scores"]["las"] == {"gold": 0.1, "leaky": None}
     assert results["separations"]["las"]["gold-leaky"] is None
     assert "NaN" not in json.dumps(results)
+
+
+def test_results_carry_intervals_and_markdown_shows_them():
+    from larev.metrics.bootstrap import bootstrap_intervals
+
+    rows = [{"id": f"e{i}", "metric": "rora", "source": s, "score": v + (i % 3) * 0.1, "correct_with": True,
+             "correct_base": False, "leaks": None}
+            for i in range(30) for s, v in (("gold", 1.0), ("leaky", 0.0), ("gold_leaky", 0.9), ("vacuous", 0.1))]
+    scores = pl.DataFrame(rows, schema_overrides={"leaks": pl.Boolean})
+    from larev.metrics.rev import summarise
+
+    summary = summarise(scores)
+    intervals = bootstrap_intervals(scores, n_boot=100)
+    results = quality_results(summary, n_test=30, seconds=None, intervals=intervals)
+    low, high = results["intervals"]["rora"]["SUM"]
+    assert low == pytest.approx(results["separations"]["rora"]["SUM"]) == pytest.approx(high)  # paired, constant
+    md = quality_markdown(summary, results, title="t")
+    assert "1.000 [1.000, 1.000]" in md and "bootstrap 95 % intervals" in md
+
+
+def test_speed_verdicts_and_the_naive_scorer_computes_the_same_quantity():
+    import numpy as np
+
+    from larev import speed
+    from larev.models.evaluator import score_labels
+    from tests.helpers import tiny_evaluator
+
+    v = speed.verdicts({"score_batched_vs_naive": 12.0, "irm_step_vs_erm_step": 2.0})
+    assert v["score_batched_vs_naive"] == {"value": 12.0, "target": ">= 10.0", "meets": True}
+    assert v["irm_step_vs_erm_step"]["meets"] is False and v["ig_batched_vs_naive"]["meets"] is None
+    texts = ["rationale: a b baseline: c implies d", "rationale: e baseline: f contradicts g"]
+    ev = tiny_evaluator(texts + ["entailment", "contradiction", "neutral"])
+    labels = ["entailment", "neutral"]
+    batched = score_labels(ev, texts, labels, [["entailment", "contradiction", "neutral"]] * 2).logp
+    np.testing.assert_allclose(speed.naive_scores(ev, texts, labels), batched, atol=1e-5)

@@ -196,3 +196,16 @@ def test_qa_pipeline_runs_end_to_end(tmp_path):
     assert (scores["logp_with"] <= 0).all()  # label_set over each row's five choices
     envs = pl.read_parquet(result["refs"]["environments"].uri)
     assert envs["env"].to_list()[:3] == ["E1", "E2", "E3"] and envs.height == 3 * 48
+
+
+def test_bench_quality_outputs_rebuilt_from_a_run(first_run, tmp_path):
+    _, result = first_run
+    out = tmp_path / "bench"
+    assert main(["bench", "quality", "--from-run", result["run_dir"], "--out", str(out), "--bootstrap", "50"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert sorted(results["scores"]) == METRICS and results["n_test"] == 12
+    assert set(results["intervals"]["rora"]) >= {"gold", "gold-leaky", "SUM"}
+    csv = pl.read_csv(out / "results.csv")
+    defined = csv.filter(pl.col("ci_low").is_not_nan())  # LAS is NaN where a group is empty
+    assert set(csv["metric"]) == set(METRICS) and (defined["ci_low"] <= defined["ci_high"]).all()
+    assert "[" in (out / "results.md").read_text()
