@@ -175,6 +175,7 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
 
     from larev.bench import quality_markdown, quality_results
     from larev.metrics.bootstrap import bootstrap_intervals
+    from larev.reports import separation_plot
 
     summary = pl.read_parquet(run_dir / "summary.parquet")
     scores = pl.read_parquet(run_dir / "scores.parquet")
@@ -186,7 +187,7 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     (out / "results.md").write_text(quality_markdown(summary, results, title=title))
     if intervals is not None:
         intervals.write_csv(out / "results.csv")
-    (out / "separations.png").write_bytes((run_dir / "separations.png").read_bytes())
+    (out / "separations.png").write_bytes(separation_plot(summary, intervals))
 
 
 def cmd_bench_quality(args) -> int:

@@ -77,8 +77,9 @@ def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = No
     return "\n".join(parts)
 
 
-def separation_plot(summary: pl.DataFrame) -> bytes:
-    """PNG bar chart of gold-minus-degraded separations per metric (like the LAREV thesis figure 5.4)."""
+def separation_plot(summary: pl.DataFrame, intervals: pl.DataFrame | None = None) -> bytes:
+    """PNG bar chart of gold-minus-degraded separations per metric (like the LAREV thesis figure 5.4), with
+    error bars when `intervals` (metric, quantity, ci_low, ci_high; larev.metrics.bootstrap) are given."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,11 +93,19 @@ def separation_plot(summary: pl.DataFrame) -> bytes:
     for i, metric in enumerate(metrics):
         values = [seps.filter(pl.col("metric") == metric)[p].item() for p in pairs]
         xs = [j + (i - (len(metrics) - 1) / 2) * width for j in range(len(pairs))]
-        ax.bar(xs, values, width=width, label=metric.upper())
+        yerr = None
+        if intervals is not None:
+            ci = {q: (lo, hi) for q, lo, hi in intervals.filter(pl.col("metric") == metric)
+                  .select("quantity", "ci_low", "ci_high").iter_rows()}
+            lows = [v - ci.get(p, (v, v))[0] for p, v in zip(pairs, values)]
+            highs = [ci.get(p, (v, v))[1] - v for p, v in zip(pairs, values)]
+            yerr = [[0.0 if math.isnan(x) else x for x in lows], [0.0 if math.isnan(x) else x for x in highs]]
+        ax.bar(xs, values, width=width, label=metric.upper(), yerr=yerr, capsize=2 if yerr else 0)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(pairs)), pairs)
-    ax.set_ylabel("separation (nats)")
-    ax.set_title("gold minus degraded rationale scores")
+    ax.set_ylabel("separation (nats; RQ, LAS: accuracy)")
+    ax.set_title("gold minus degraded rationale scores" + (" (95% bootstrap intervals)" if intervals is not None
+                                                          else ""))
     if metrics:
         ax.legend(frameon=False)
     fig.tight_layout()

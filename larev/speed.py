@@ -145,3 +145,47 @@ def verdicts(figures: dict) -> dict:
         meets = None if value is None else (value >= target if kind == "min" else value <= target)
         out[name] = {"value": value, "target": f"{'>=' if kind == 'min' else '<='} {target}", "meets": meets}
     return out
+
+
+PROFILED = {  # cProfile entries -> the phase they stand for
+    "label_set_scores": "IRM on label-set scores (candidate decoding)",
+    "decoder_loss_on": "probe term",
+    "backward": "backward pass",
+    "step": "optimizer step (AdamW)",
+    "score_labels": "validation scoring",
+}
+
+
+def profile_phi_training(n_instances: int = 256, irm_on: str = "label_set", lambda_probe: float = 0.0,
+                         with_validation: bool = True) -> dict:
+    """Where one epoch of the IRM training loop spends its time (RORA's Phi by default: 3 environments,
+    label-set IRM, no probe), from cProfile's cumulative times: {"total_seconds", "phases": {name: seconds}}.
+    The model's forward pass is the remainder after the listed phases."""
+    import cProfile
+    import pstats
+
+    inputs, baselines, labels = demo_inputs(n_instances)
+    probe = probe_from(embedded_model(inputs, seed=1)) if lambda_probe > 0 else None
+    instances = [LAInstance(inputs=(x, x, x), probe_input=b, label=y, candidates=tuple(NLI_LABELS))
+                 for x, b, y in zip(inputs, baselines, labels)]
+    val = instances[: n_instances // 4] if with_validation else []
+    model = embedded_model(inputs, seed=2)
+    objective = LeakageAwareConfig(lambda_irm=1.0, lambda_probe=lambda_probe, irm_on=irm_on)
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    train_leakage_aware(model, probe, instances, val, [list(NLI_LABELS)] * len(val),
+                        TrainConfig(epochs=1, batch_size=16), objective, task="nli", progress=False)
+    profiler.disable()
+    total = time.perf_counter() - started
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (cc, nc, tt, ct, callers)
+    phases = {}
+    for (filename, _, name), (_, _, _, cumulative, _) in stats.items():
+        if name in PROFILED and ("larev" in filename or "torch" in filename):
+            if name == "step" and "optim" not in filename:
+                continue
+            if name == "backward" and "_tensor" not in filename:
+                continue
+            phases[PROFILED[name]] = phases.get(PROFILED[name], 0.0) + cumulative
+    phases["forward pass (remainder)"] = max(0.0, total - sum(phases.values()))
+    return {"total_seconds": total, "n_instances": n_instances, "phases": phases}
