@@ -239,8 +239,9 @@ def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, tr
 
 def _by_model_source(rationales: pl.DataFrame, trained: list[str]):
     """Rationale rows grouped by the source whose models score them."""
-    keyed = rationales.with_columns(model_source=pl.col("source").map_elements(
-        lambda s: rora.model_source(s, trained), return_dtype=pl.String))
+    # rora.model_source as an expression: a source's own models when it has them, else gold's
+    keyed = rationales.with_columns(model_source=pl.when(pl.col("source").is_in(trained)).then(pl.col("source"))
+                                    .otherwise(pl.lit("gold")))
     for (model_source,), part in keyed.group_by("model_source", maintain_order=True):
         yield model_source, part.drop("model_source")
 
