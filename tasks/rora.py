@@ -76,7 +76,8 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
     """IG of Phi_small over the training rationales: the global word attribution table (`words`), the leaky
     spans of every train/validation rationale (`spans`), and a one-row `summary` with the residual leakage: the
     validation accuracy of a fresh rationale-only model trained on the masked rationales, beside chance and the
-    unmasked model's accuracy."""
+    unmasked model's accuracy. The sentinels stay in the masked text, so where and how many spans were masked
+    counts as information left over."""
     from larev.infill import mask_spans
     from larev.rationale_leakage import accuracy_of, detect_leakage, load_rationale_model, residual_leakage
 
@@ -97,7 +98,7 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
         "source": source, "threshold": config.threshold, "leaky_words": int(table["leaky"].sum()),
         "with_spans": float((per_row["span_source"] != "none").mean()),
         "by_fallback": float((per_row["span_source"] == "fallback").mean()),
-        "chance": sum(1 / len(c) for c in cands[n:]) / max(1, len(cands) - n),
+        "chance": sum(1 / len(c) for c in cands[n:]) / (len(cands) - n) if len(cands) > n else float("nan"),
         "accuracy_unmasked": accuracy_of(model, ordered["rationale"].to_list()[n:], labels[n:], cands[n:]),
         "accuracy_masked": residual_leakage(masked[:n], labels[:n], cands[:n], masked[n:], labels[n:], cands[n:],
                                             config.model)}])
