@@ -133,7 +133,8 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
 
     summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
     with pl.Config(tbl_rows=50, tbl_hide_dataframe_shape=True, float_precision=3, tbl_hide_column_data_types=True):
-        print("\nScores (mean pointwise score in nats; accuracy of the evaluator with / without the rationale):")
+        print("\nScores (nats for REV, LAREV, RORA; accuracy differences for RQ, LAS; accuracy of the evaluator with "
+              "/ without the rationale):")
         print(summary)
         seps = separation_table(summary)
         if seps.width > 1:
