@@ -315,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     _server_option(score)
     score.set_defaults(func=cmd_score)
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
-    quality = bench.add_parser("quality", help="every metric (REV, LAREV, RORA, RQ, LAS) on one train/test pair; results.json")
+    quality = bench.add_parser("quality",
+                               help="every metric (REV, LAREV, RORA, RQ, LAS) on one train/test pair; results.json")
     _common_run_options(quality)
     quality.add_argument("--out", required=True,
                          help="directory for results.json, results.md, results.csv (intervals), separations.png")

@@ -35,6 +35,7 @@ from pydantic import Field
 from larev.config import _Config
 from larev.device import seed_everything
 from larev.errors import ConfigError
+from larev.models.evaluator import pad_batch
 from larev.progress import progress_bar
 
 WORD = re.compile(r"\w+|[^\w\s]")
@@ -154,12 +155,7 @@ def build_vocab(texts: list[str], labels: list[str], config: RationaleModelConfi
 
 
 def _batch(model: RationaleModel, texts: list[str], candidates: list[list[str]], labels: list[str] | None):
-    encoded = [model.encode(t)[0] or [1] for t in texts]
-    ids = torch.zeros((len(texts), max(len(e) for e in encoded)), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, e in enumerate(encoded):
-        ids[i, : len(e)] = torch.tensor(e)
-        mask[i, : len(e)] = 1
+    ids, mask = pad_batch([model.encode(t)[0] or [1] for t in texts], pad_id=0)
     k_max = max(len(c) for c in candidates)
     label_words = [[model.label_word_ids(c) for c in cands] for cands in candidates]
     t_max = max(len(w) for row in label_words for w in row)

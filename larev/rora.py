@@ -27,7 +27,7 @@ from larev.formats import infill_input, input_with_rationale, task_input
 from larev.infill import InfillerConfig, mask_spans, rebuild, sentinel_target
 from larev.leakage_aware import LAInstance, LeakageAwareConfig
 from larev.rationale_leakage import LeakageDetectionConfig
-from larev.schema import label_set
+from larev.schema import label_sets
 
 
 class RoraConfig(_Config):
@@ -64,10 +64,6 @@ def x_texts(frame: pl.DataFrame) -> list[str]:
             zip(frame["task"], frame["premise"], frame["hypothesis"], frame["question"], frame["choices"])]
 
 
-def candidates_of(frame: pl.DataFrame) -> list[list[str]]:
-    return [label_set(t, c) for t, c in zip(frame["task"], frame["choices"])]
-
-
 def infill_examples(frame: pl.DataFrame, spans: list[list[list[int]]], max_spans: int) -> pl.DataFrame:
     """The infiller's training pairs for rows with at least one leaky span: input y (+) x (+) masked r, target
     the spans in sentinel format. `frame` holds the examples' columns and `rationale`."""
@@ -84,7 +80,7 @@ def counterfactual_requests(frame: pl.DataFrame, spans: list[list[list[int]]],
                             max_spans: int) -> pl.DataFrame:
     """One row per (example, label e of its label set): the masked rationale and the infiller input for e."""
     rows = []
-    for i, (x, r, cands, row_spans) in enumerate(zip(x_texts(frame), frame["rationale"], candidates_of(frame),
+    for i, (x, r, cands, row_spans) in enumerate(zip(x_texts(frame), frame["rationale"], label_sets(frame),
                                                     spans)):
         masked, originals = mask_spans(r, row_spans or [], max_spans)
         for k, e in enumerate(cands):
@@ -106,7 +102,7 @@ def rora_instances(frame: pl.DataFrame, env_rationales: list[list[str]], n_env: 
     A QA example with fewer choices than `n_env` repeats its original rationale in the missing environments.
     """
     out = []
-    for x, r, y, cands, envs in zip(x_texts(frame), frame["rationale"], frame["label"], candidates_of(frame),
+    for x, r, y, cands, envs in zip(x_texts(frame), frame["rationale"], frame["label"], label_sets(frame),
                                     env_rationales):
         texts = list(envs) + [r] * (n_env - len(envs))
         out.append(LAInstance(inputs=tuple(input_with_rationale(x, t) for t in texts[:n_env]), probe_input="",

@@ -55,6 +55,11 @@ def label_set(task: str, choices: list[str] | None = None) -> list[str]:
     raise InputError("a QA example without choices has no label set; give choices or use normalisation='sum'")
 
 
+def label_sets(frame: pl.DataFrame) -> list[list[str]]:
+    """`label_set` of every row of a frame with task and choices columns."""
+    return [label_set(t, c) for t, c in zip(frame["task"], frame["choices"])]
+
+
 def _first_bad_row(df: pl.DataFrame, ok: pl.Expr) -> int | None:
     bad = df.with_row_index("__bad_row").filter(~ok.fill_null(False)).select("__bad_row").head(1)
     return None if bad.is_empty() else int(bad.item())

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 
 from larev.attribution import AttributionConfig, attribute
+from larev.baselines.nli import nli_template
 from larev.config import DemoDataConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.formats import baseline_input, rationale_input
 from larev.leakage_aware import LAInstance, LeakageAwareConfig, probe_from, train_leakage_aware
@@ -43,12 +44,11 @@ def best_of(fn: Callable[[], object], repeats: int = 2) -> float:
 
 
 def demo_inputs(n: int, seed: int = 13) -> tuple[list[str], list[str], list[str]]:
-    """n (REV phi input, baseline input, label) triples from the demo generator with simple template baselines."""
+    """n (REV phi input, baseline input, label) triples from the demo generator with the NLI template baselines."""
     from larev.data.demo import generate_demo
 
     df = generate_demo(DemoDataConfig(n_train=max(n, 10), n_validation=5, n_test=5, seed=seed)).head(n)
-    verbs = {"entailment": "implies", "contradiction": "contradicts", "neutral": "is not related to"}
-    b = [f"{p} {verbs[y]} {h}" for p, h, y in zip(df["premise"], df["hypothesis"], df["label"])]
+    b = [nli_template(p, h, y) for p, h, y in zip(df["premise"], df["hypothesis"], df["label"])]
     return ([rationale_input(r, bb) for r, bb in zip(df["rationale"], b)], [baseline_input(bb) for bb in b],
             df["label"].to_list())
 

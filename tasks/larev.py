@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-
 import polars as pl
 
 import larev.antonyms as antonyms
@@ -20,11 +18,12 @@ from larev.attribution import AttributionConfig
 from larev.config import ModelConfig, TrainConfig
 from larev.formats import baseline_input, rationale_input
 from larev.leakage_aware import LAInstance, LeakageAwareConfig
-from larev.schema import label_set
+from larev.schema import label_set, label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_dir, put_table
-from tasks.training import train_val_examples, training_frame
+from tasks.common import larev_task, put_table
+from tasks.training import (load_tokenizer, put_evaluator, split_train_validation, train_val_examples,
+                            training_frame)
 
 
 @larev_task("leakage-terms", code=(attribution, formats, evaluator_mod))
@@ -80,19 +79,15 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
                 train: TrainConfig, progress: bool = True) -> ArtifactRef:
     """psi (eq. 4.8): phi's copy with its encoder frozen; the decoder learns y from Enc_phi(b~)."""
     from larev.leakage_aware import probe_from
-    from larev.models.evaluator import load_evaluator, save_evaluator
+    from larev.models.evaluator import load_evaluator
     from larev.models.train import train_evaluator
 
-    df = environment_frame(store, examples, environments_ref)
-    tr, val = df.filter(pl.col("split") == "train"), df.filter(pl.col("split") == "validation")
+    tr, val = split_train_validation(environment_frame(store, examples, environments_ref))
     psi = probe_from(load_evaluator(store.get_dir(phi.uri), device=train.device))
     train_evaluator(psi, [baseline_input(b) for b in tr["E2"]], tr["label"].to_list(),
-                    [baseline_input(b) for b in val["E2"]], val["label"].to_list(),
-                    [label_set(t, c) for t, c in zip(val["task"], val["choices"])], train, progress=progress,
-                    desc="probe", keep_eval=[psi.model.get_encoder()])
-    with tempfile.TemporaryDirectory() as tmp:
-        save_evaluator(psi, tmp, role="probe")
-        return put_dir(store, "probe", tmp)
+                    [baseline_input(b) for b in val["E2"]], val["label"].to_list(), label_sets(val), train,
+                    progress=progress, desc="probe", keep_eval=[psi.model.get_encoder()])
+    return put_evaluator(store, "probe", psi, "probe")
 
 
 def la_instances(df: pl.DataFrame) -> list[LAInstance]:
@@ -107,19 +102,13 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:
     """phi_LA (eq. 4.10), a fresh model trained on the environments with the IRM and probe terms."""
-    from transformers import AutoTokenizer
-
     from larev.leakage_aware import train_leakage_aware
-    from larev.models.evaluator import load_evaluator, new_evaluator, save_evaluator
+    from larev.models.evaluator import load_evaluator, new_evaluator
 
     df = environment_frame(store, examples, environments_ref)
-    tr, val = df.filter(pl.col("split") == "train"), df.filter(pl.col("split") == "validation")
-    tok = AutoTokenizer.from_pretrained(store.get_dir(tokenizer.uri)) if tokenizer is not None else None
-    phi_la = new_evaluator(model, tokenizer=tok, seed=train.seed)
+    tr, val = split_train_validation(df)
+    phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     psi = load_evaluator(store.get_dir(probe.uri), device=train.device)
-    train_leakage_aware(phi_la, psi, la_instances(tr), la_instances(val),
-                        [label_set(t, c) for t, c in zip(val["task"], val["choices"])], train, objective,
+    train_leakage_aware(phi_la, psi, la_instances(tr), la_instances(val), label_sets(val), train, objective,
                         task=df["task"][0], progress=progress)
-    with tempfile.TemporaryDirectory() as tmp:
-        save_evaluator(phi_la, tmp, role=name)
-        return put_dir(store, name, tmp)
+    return put_evaluator(store, name, phi_la, name)

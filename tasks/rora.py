@@ -25,10 +25,11 @@ from larev.config import ModelConfig, ScoreConfig, TrainConfig
 from larev.infill import InfillerConfig
 from larev.leakage_aware import LeakageAwareConfig
 from larev.rationale_leakage import LeakageDetectionConfig, RationaleModelConfig
+from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import larev_task, put_dir, put_table
-from tasks.training import train_val_examples
+from tasks.training import load_tokenizer, put_evaluator, split_train_validation, train_val_examples
 
 
 @larev_task("training-rationales", code=(variants,))
@@ -51,18 +52,14 @@ def source_frame(store: ArtifactStore, examples: ArtifactRef, training_rationale
     return ex.join(rat, on="id", how="inner")
 
 
-def _split(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    return df.filter(pl.col("split") == "train"), df.filter(pl.col("split") == "validation")
-
-
 @larev_task("rationale-model", code=(rationale_leakage,), task_run_name="rationale-model-{source}")
 def train_rationale_only(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                          config: RationaleModelConfig, progress: bool = True) -> ArtifactRef:
     """Phi_small (RORA 3.1): predicts the label from the source's training rationales alone."""
     from larev.rationale_leakage import save_rationale_model, train_rationale_model
 
-    tr, _ = _split(source_frame(store, examples, training_rationales, source))
-    model = train_rationale_model(tr["rationale"].to_list(), tr["label"].to_list(), rora.candidates_of(tr), config,
+    tr, _ = split_train_validation(source_frame(store, examples, training_rationales, source))
+    model = train_rationale_model(tr["rationale"].to_list(), tr["label"].to_list(), label_sets(tr), config,
                                   progress=progress)
     with tempfile.TemporaryDirectory() as tmp:
         save_rationale_model(model, tmp)
@@ -84,9 +81,9 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
     df = source_frame(store, examples, training_rationales, source)
     model = load_rationale_model(store.get_dir(rationale_model.uri))
     # the global attribution comes from the training split only; its leaky words then mark validation rows too
-    tr, val = _split(df)
+    tr, val = split_train_validation(df)
     ordered = pl.concat([tr, val])
-    cands = rora.candidates_of(ordered)
+    cands = label_sets(ordered)
     labels = ordered["label"].to_list()
     table, per_row = detect_leakage(model, ordered["rationale"].to_list(), labels, cands, config, progress=progress,
                                     n_global=tr.height)
@@ -113,17 +110,16 @@ def spans_frame(store: ArtifactStore, examples: ArtifactRef, training_rationales
     return df.join(store.read_parquet(spans.uri).select("id", "spans"), on="id", how="inner")
 
 
-def new_infiller(model: ModelConfig, tokenizer_dir, config: InfillerConfig, seed: int):
+def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: ModelConfig, config: InfillerConfig,
+                 seed: int):
     """A fresh seq2seq model whose tokenizer has the sentinels (added to the embedded tokenizer; T5 checkpoints
     have them; other checkpoints get them added and their embeddings resized)."""
-    from transformers import AutoTokenizer
-
     from larev.infill import with_sentinels
     from larev.models.evaluator import new_evaluator
 
     model = model.model_copy(update={"max_target_tokens": max(model.max_target_tokens, config.max_new_tokens)})
     if model.backbone == "embedded":
-        tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+        tok = load_tokenizer(store, tokenizer)
         with_sentinels(tok, config.max_spans)
         return new_evaluator(model, tokenizer=tok, seed=seed)
     ev = new_evaluator(model, seed=seed)
@@ -137,23 +133,19 @@ def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, tra
                    spans: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, config: InfillerConfig,
                    progress: bool = True) -> ArtifactRef | None:
     """The label-conditioned infiller (RORA 3.2); None when no training rationale has a leaky span."""
-    from larev.models.evaluator import save_evaluator
     from larev.models.train import train_evaluator
 
     df = spans_frame(store, examples, training_rationales, source, spans)
-    tr, val = _split(df)
+    tr, val = split_train_validation(df)
     pairs_tr = rora.infill_examples(tr, tr["spans"].to_list(), config.max_spans)
     if pairs_tr.is_empty():
         return None
     pairs_val = rora.infill_examples(val, val["spans"].to_list(), config.max_spans)
-    ev = new_infiller(model, store.get_dir(tokenizer.uri) if tokenizer is not None else None, config,
-                      config.train.seed)
+    ev = new_infiller(store, tokenizer, model, config, config.train.seed)
     train_evaluator(ev, pairs_tr["input"].to_list(), pairs_tr["target"].to_list(), pairs_val["input"].to_list(),
                     pairs_val["target"].to_list(), [[t] for t in pairs_val["target"]], config.train,
                     progress=progress, desc=f"infiller[{source}]")
-    with tempfile.TemporaryDirectory() as tmp:
-        save_evaluator(ev, tmp, role=f"infiller-{source}")
-        return put_dir(store, "infiller", tmp)
+    return put_evaluator(store, "infiller", ev, f"infiller-{source}")
 
 
 @larev_task("counterfactuals", code=(infill, rora, formats), task_run_name="counterfactuals-{source}")
@@ -186,26 +178,21 @@ def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, tra
                    counterfactuals: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig,
                    train: TrainConfig, objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:
     """Phi (RORA eq. 8): ERM over the environments D^e plus lambda * the per-environment IRMv1 penalty."""
-    from transformers import AutoTokenizer
-
     from larev.leakage_aware import train_leakage_aware
-    from larev.models.evaluator import new_evaluator, save_evaluator
+    from larev.models.evaluator import new_evaluator
 
     df = source_frame(store, examples, training_rationales, source)
     cf = store.read_parquet(counterfactuals.uri).sort("env")
     by_id = cf.group_by("id", maintain_order=True).agg(pl.col("rationale"))
     df = df.join(by_id.rename({"rationale": "envs"}), on="id", how="inner")
     n_env = int(cf["env"].max()) + 1
-    tr, val = _split(df)
-    tok = AutoTokenizer.from_pretrained(store.get_dir(tokenizer.uri)) if tokenizer is not None else None
-    phi = new_evaluator(model, tokenizer=tok, seed=train.seed)
+    tr, val = split_train_validation(df)
+    phi = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     train_leakage_aware(phi, None, rora.rora_instances(tr, tr["envs"].to_list(), n_env),
-                        rora.rora_instances(val, val["envs"].to_list(), n_env), rora.candidates_of(val), train,
+                        rora.rora_instances(val, val["envs"].to_list(), n_env), label_sets(val), train,
                         objective, task=df["task"][0], progress=progress, env_names=rora.environment_names(n_env),
                         desc=f"rora[{source}]")
-    with tempfile.TemporaryDirectory() as tmp:
-        save_evaluator(phi, tmp, role=f"rora-{source}")
-        return put_dir(store, "rora_phi", tmp)
+    return put_evaluator(store, "rora_phi", phi, f"rora-{source}")
 
 
 @larev_task("train-input-model", code=(rora, evaluator_mod, train_mod, formats), task_run_name="train-{role}")
@@ -214,10 +201,8 @@ def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, tr
                       progress: bool = True) -> ArtifactRef:
     """theta (RORA eq. 9: y from x alone; training_rationales None) or the RQ / LAS proxy (y from (x, r) of the
     source's training rationales)."""
-    from transformers import AutoTokenizer
-
     from larev.formats import input_only, input_with_rationale, target_text
-    from larev.models.evaluator import new_evaluator, save_evaluator
+    from larev.models.evaluator import new_evaluator
     from larev.models.train import train_evaluator
 
     if training_rationales is None:
@@ -227,22 +212,18 @@ def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, tr
         df = source_frame(store, examples, training_rationales, source)
         inputs = [input_with_rationale(x, r) for x, r in zip(rora.x_texts(df), df["rationale"])]
     df = df.with_columns(input=pl.Series(inputs, dtype=pl.String))
-    tr, val = _split(df)
-    tok = AutoTokenizer.from_pretrained(store.get_dir(tokenizer.uri)) if tokenizer is not None else None
-    ev = new_evaluator(model, tokenizer=tok, seed=train.seed)
+    tr, val = split_train_validation(df)
+    ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     train_evaluator(ev, tr["input"].to_list(), [target_text(y) for y in tr["label"]], val["input"].to_list(),
-                    [target_text(y) for y in val["label"]], rora.candidates_of(val), train, progress=progress,
+                    [target_text(y) for y in val["label"]], label_sets(val), train, progress=progress,
                     desc=role)
-    with tempfile.TemporaryDirectory() as tmp:
-        save_evaluator(ev, tmp, role=role)
-        return put_dir(store, role, tmp)
+    return put_evaluator(store, role, ev, role)
 
 
 def _by_model_source(rationales: pl.DataFrame, trained: list[str]):
     """Rationale rows grouped by the source whose models score them."""
-    # rora.model_source as an expression: a source's own models when it has them, else gold's
-    keyed = rationales.with_columns(model_source=pl.when(pl.col("source").is_in(trained)).then(pl.col("source"))
-                                    .otherwise(pl.lit("gold")))
+    owner = {source: rora.model_source(source, trained) for source in rationales["source"].unique()}
+    keyed = rationales.with_columns(model_source=pl.col("source").replace_strict(owner))
     for (model_source,), part in keyed.group_by("model_source", maintain_order=True):
         yield model_source, part.drop("model_source")
 

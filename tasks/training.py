@@ -18,7 +18,7 @@ from larev.models.evaluator import new_evaluator, save_evaluator
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
 from larev.rora import x_texts
-from larev.schema import label_set
+from larev.schema import label_set, label_sets
 from larev.variants import LEAKY_TEMPLATE
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
@@ -30,6 +30,27 @@ ROLES = ("phi_base", "phi")
 def train_val_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:
     """The examples every training step reads: the train and validation splits."""
     return store.read_parquet(examples.uri).filter(pl.col("split").is_in(["train", "validation"]))
+
+
+def split_train_validation(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The train rows and the validation rows (checkpoint selection) of a frame with a split column."""
+    return df.filter(pl.col("split") == "train"), df.filter(pl.col("split") == "validation")
+
+
+def load_tokenizer(store: ArtifactStore, tokenizer: ArtifactRef | None):
+    """The embedded backbone's trained tokenizer; None for a hub checkpoint, which brings its own."""
+    if tokenizer is None:
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(store.get_dir(tokenizer.uri))
+
+
+def put_evaluator(store: ArtifactStore, name: str, evaluator, role: str) -> ArtifactRef:
+    """Save an evaluator (safetensors, configs, tokenizer) as the current step's model directory `name`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        save_evaluator(evaluator, tmp, role=role)
+        return put_dir(store, name, tmp)
 
 
 def training_frame(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef) -> pl.DataFrame:
@@ -72,16 +93,9 @@ def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baseline
                 tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                 progress: bool = True) -> ArtifactRef:
     """Train one evaluator (phi_base on b, or phi on [r, b]) and save it with its configs and history."""
-    from transformers import AutoTokenizer
-
-    df = training_frame(store, examples, baselines)
-    tr, val = df.filter(pl.col("split") == "train"), df.filter(pl.col("split") == "validation")
-    tok = AutoTokenizer.from_pretrained(store.get_dir(tokenizer.uri)) if tokenizer is not None else None
-    ev = new_evaluator(model, tokenizer=tok, seed=train.seed)
+    tr, val = split_train_validation(training_frame(store, examples, baselines))
+    ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     train_evaluator(ev, evaluator_inputs(role, tr), [target_text(y) for y in tr["label"]],
-                    evaluator_inputs(role, val), [target_text(y) for y in val["label"]],
-                    [label_set(t, c) for t, c in zip(val["task"], val["choices"])], train,
+                    evaluator_inputs(role, val), [target_text(y) for y in val["label"]], label_sets(val), train,
                     progress=progress, desc=role)
-    with tempfile.TemporaryDirectory() as tmp:
-        save_evaluator(ev, tmp, role=role)
-        return put_dir(store, role, tmp)
+    return put_evaluator(store, role, ev, role)

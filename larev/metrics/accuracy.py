@@ -22,7 +22,7 @@ from larev.metrics.rev import SCORE_COLUMNS
 from larev.metrics.rora import base_scores, with_examples, with_scores
 from larev.models.evaluator import Evaluator
 from larev.rationale_leakage import RationaleModel, predict
-from larev.rora import candidates_of
+from larev.schema import label_sets
 
 
 def accuracy_gain(correct_with: np.ndarray, correct_base: np.ndarray) -> np.ndarray:
@@ -41,20 +41,26 @@ def las_aggregate(gain: np.ndarray, leaks: np.ndarray) -> float:
 def score_rq_las(proxy: Evaluator, theta: Evaluator, rationale_model: RationaleModel, rationales: pl.DataFrame,
                  examples: pl.DataFrame, config: ScoreConfig, *, progress: bool = False) -> pl.DataFrame:
     """Pointwise RQ (column score = accuracy gain for the gold label) and LAS rows (gain for the rationale's
-    label, with `leaks`) for every rationale. logp columns hold the proxies' log p of that label."""
-    rows = with_examples(rationales, examples)
+    label, with `leaks`) for every rationale. logp columns hold the proxies' log p of that label.
+
+    Each (rationale, label) pair is scored once: where the rationale's label is the gold one (the built-in
+    variants), RQ and LAS share the proxies' predictions."""
+    rows = with_examples(rationales, examples).with_row_index("row")
+    pairs = (pl.concat([rows.select("row", target="gold"), rows.select("row", target="label")])
+             .unique(maintain_order=True).join(rows.drop("label"), on="row"))
+    s = with_scores(proxy, pairs, pairs["target"].to_list(), config, progress=progress, desc="rq/las: proxy(x, r)")
+    with_rationale = pairs.select("row", "target").with_columns(
+        logp_with=pl.Series(s.logp), pred_with=pl.Series(s.predicted), correct_with=pl.Series(s.correct))
+    base = base_scores(theta, pairs, "target", config, progress=progress, desc="rq/las: proxy(x)")
+    predicted = predict(rationale_model, rows["rationale"].to_list(), label_sets(rows))
+    leaks = pl.Series([p == y for p, y in zip(predicted, rows["label"])], dtype=pl.Boolean)
     frames = []
     for metric, column in (("rq", "gold"), ("las", "label")):
-        s = with_scores(proxy, rows, rows[column].to_list(), config, progress=progress, desc=f"{metric}: proxy(x, r)")
-        out = rows.select("id", "source", "label", "gold").with_columns(
-            logp_with=pl.Series(s.logp), pred_with=pl.Series(s.predicted), correct_with=pl.Series(s.correct))
-        base = base_scores(theta, rows, column, config, progress=progress, desc=f"{metric}: proxy(x)")
-        out = out.join(base, on=["id", column], how="left")
-        leaks = None
-        if metric == "las":
-            predicted = predict(rationale_model, rows["rationale"].to_list(), candidates_of(rows))
-            leaks = pl.Series([p == y for p, y in zip(predicted, rows["label"])], dtype=pl.Boolean)
-        out = out.with_columns(metric=pl.lit(metric), leaks=leaks if leaks is not None else pl.lit(None, pl.Boolean),
+        out = (rows.select("row", "id", "source", "label", target=column)
+               .join(with_rationale, on=["row", "target"], how="left")
+               .join(base, on=["id", "target"], how="left").sort("row"))
+        out = out.with_columns(metric=pl.lit(metric),
+                               leaks=leaks if metric == "las" else pl.lit(None, pl.Boolean),
                                score=pl.Series(accuracy_gain(out["correct_with"].to_numpy(),
                                                              out["correct_base"].to_numpy())))
         frames.append(out.select(SCORE_COLUMNS))

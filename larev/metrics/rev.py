@@ -14,7 +14,7 @@ import polars as pl
 from larev.config import ScoreConfig
 from larev.formats import baseline_input, rationale_input
 from larev.models.evaluator import Evaluator, score_labels
-from larev.schema import label_set
+from larev.schema import label_sets
 
 # The canonical synthetic variants, best to worst expected; separations are gold minus each of the others.
 VARIANTS = ("gold", "leaky", "gold_leaky", "vacuous")
@@ -52,12 +52,12 @@ def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, exa
     missing = rows.filter(pl.col("baseline").is_null())
     if not missing.is_empty():
         raise ValueError(f"no baseline for (id, label) {missing.select('id', 'label').row(0)}")
-    cands = [label_set(t, c) for t, c in zip(rows["task"], rows["choices"])]
+    cands = label_sets(rows)
     labels = rows["label"].to_list()
     with_scores = score_labels(phi, [rationale_input(r, b) for r, b in zip(rows["rationale"], rows["baseline"])],
                                labels, cands, config, progress=progress, desc=f"{metric}: g'[r, b]")
     base_rows = rows.unique(["id", "label"], keep="first", maintain_order=True)
-    base_cands = [label_set(t, c) for t, c in zip(base_rows["task"], base_rows["choices"])]
+    base_cands = label_sets(base_rows)
     base_scores = score_labels(phi_base, [baseline_input(b) for b in base_rows["baseline"]],
                                base_rows["label"].to_list(), base_cands, config, progress=progress,
                                desc=f"{metric}: g[b]")

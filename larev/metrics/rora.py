@@ -13,7 +13,8 @@ from larev.config import ScoreConfig
 from larev.formats import input_only, input_with_rationale
 from larev.metrics.rev import SCORE_COLUMNS
 from larev.models.evaluator import Evaluator, LabelScores, score_labels
-from larev.rora import candidates_of, x_texts
+from larev.rora import x_texts
+from larev.schema import label_sets
 
 
 def with_examples(rationales: pl.DataFrame, examples: pl.DataFrame) -> pl.DataFrame:
@@ -37,7 +38,7 @@ def base_scores(theta: Evaluator, rows: pl.DataFrame, label_column: str, config:
     correct_base."""
     unique = rows.unique(["id", label_column], keep="first", maintain_order=True)
     s = score_labels(theta, [input_only(x) for x in x_texts(unique)], unique[label_column].to_list(),
-                     candidates_of(unique), config, progress=progress, desc=desc)
+                     label_sets(unique), config, progress=progress, desc=desc)
     return unique.select("id", label_column).with_columns(
         logp_base=pl.Series(s.logp), pred_base=pl.Series(s.predicted), correct_base=pl.Series(s.correct))
 
@@ -45,7 +46,7 @@ def base_scores(theta: Evaluator, rows: pl.DataFrame, label_column: str, config:
 def with_scores(phi: Evaluator, rows: pl.DataFrame, labels: list[str], config: ScoreConfig, *,
                 progress: bool = False, desc: str = "Phi(x, r)") -> LabelScores:
     return score_labels(phi, [input_with_rationale(x, r) for x, r in zip(x_texts(rows), rows["rationale"])],
-                        labels, candidates_of(rows), config, progress=progress, desc=desc)
+                        labels, label_sets(rows), config, progress=progress, desc=desc)
 
 
 def score_rora(phi: Evaluator, theta: Evaluator, rationales: pl.DataFrame, examples: pl.DataFrame,
