@@ -59,7 +59,7 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rora-train-on", choices=["each_source", "gold"],
                    help="RORA: models per rationale source (the paper's protocol, default) or from gold only")
     p.add_argument("--rora-lambda", type=float, help="RORA: IRM weight of Phi (default 1)")
-    p.add_argument("--rora-threshold", type=float, help="RORA: leaky-word attribution threshold (default 0.1)")
+    p.add_argument("--rora-threshold", type=float, help="RORA: leaky-word attribution threshold (default 0.05)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _server_option(p)
 
