@@ -38,7 +38,8 @@ from larev.device import autocast, resolve_device, seed_everything
 from larev.irm import irm_penalty
 from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
                                     tokenize)
-from larev.models.train import BestEpoch, optimizer_and_schedule
+from larev.checkpoint import Checkpointer
+from larev.models.train import BestEpoch, checkpoint_state, optimizer_and_schedule, resume_from
 
 log = logging.getLogger(__name__)
 
@@ -176,11 +177,13 @@ def train_leakage_aware(
     log_every: int = 10,
     env_names: tuple[str, ...] = ENVIRONMENTS,
     desc: str = "phi_LA",
+    checkpointer: Checkpointer | None = None,
 ) -> LAResult:
     """Train phi_LA in place with eq. 4.10. `config.batch_size` counts instances (each brings its environments).
 
     Model selection: the epoch with the best mean validation log p(y | input_e) over the environments.
     The same loop trains RORA's evaluator (eq. 8): environments D^e, probe weight 0 and `probe` None.
+    checkpointer: saves the full training state after every epoch; training resumes from its latest state.
     """
     if not train:
         raise ValueError("no training instances")
@@ -209,8 +212,13 @@ def train_leakage_aware(
     model = phi_la.model
     optimizer, scheduler = optimizer_and_schedule(model, config, total)
     result = LAResult()
-    best, step = BestEpoch(), 0
-    for epoch in range(1, config.epochs + 1):
+    best = BestEpoch()
+    done, state = resume_from(checkpointer, model, optimizer, scheduler, best, generator, epochs=config.epochs,
+                              desc=desc)
+    result.history = state.get("history", [])
+    result.trace = [LAStepRecord(**t) for t in state.get("trace", [])]
+    step = state.get("step", 0)
+    for epoch in range(done + 1, config.epochs + 1):
         started = time.perf_counter()
         model.train()
         order = torch.randperm(n, generator=generator).tolist()
@@ -283,6 +291,10 @@ def train_leakage_aware(
         log.info("%s epoch %d: %s", desc, epoch, ", ".join(f"{k} {v:.4f}" for k, v in record.items()
                                                        if k != "epoch"))
         best.offer(score, epoch, model)
+        if checkpointer is not None:
+            checkpointer.save(checkpoint_state(epoch, model, optimizer, scheduler, best, generator,
+                                               {"history": result.history, "step": step,
+                                                "trace": [asdict(t) for t in result.trace]}))
     best.restore(model)
     result.best_epoch = best.epoch
     phi_la.meta["training"] = result.as_dict()

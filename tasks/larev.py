@@ -21,6 +21,7 @@ from larev.leakage_aware import LAInstance, LeakageAwareConfig
 from larev.schema import label_set, label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+from tasks.checkpoints import epoch_checkpoints
 from tasks.common import larev_task, put_table
 from tasks.training import (load_tokenizer, put_evaluator, split_train_validation, train_val_examples,
                             training_frame)
@@ -84,10 +85,12 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
 
     tr, val = split_train_validation(environment_frame(store, examples, environments_ref))
     psi = probe_from(load_evaluator(store.get_dir(phi.uri), device=train.device))
-    train_evaluator(psi, [baseline_input(b) for b in tr["E2"]], tr["label"].to_list(),
-                    [baseline_input(b) for b in val["E2"]], val["label"].to_list(), label_sets(val), train,
-                    progress=progress, desc="probe", keep_eval=[psi.model.get_encoder()])
-    return put_evaluator(store, "probe", psi, "probe")
+    with epoch_checkpoints(store, "probe", train.epochs) as checkpoints:
+        train_evaluator(psi, [baseline_input(b) for b in tr["E2"]], tr["label"].to_list(),
+                        [baseline_input(b) for b in val["E2"]], val["label"].to_list(), label_sets(val), train,
+                        progress=progress, desc="probe", keep_eval=[psi.model.get_encoder()],
+                        checkpointer=checkpoints)
+        return put_evaluator(store, "probe", psi, "probe")
 
 
 def la_instances(df: pl.DataFrame) -> list[LAInstance]:
@@ -109,6 +112,7 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     tr, val = split_train_validation(df)
     phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     psi = load_evaluator(store.get_dir(probe.uri), device=train.device)
-    train_leakage_aware(phi_la, psi, la_instances(tr), la_instances(val), label_sets(val), train, objective,
-                        task=df["task"][0], progress=progress)
-    return put_evaluator(store, name, phi_la, name)
+    with epoch_checkpoints(store, name, train.epochs) as checkpoints:
+        train_leakage_aware(phi_la, psi, la_instances(tr), la_instances(val), label_sets(val), train, objective,
+                            task=df["task"][0], progress=progress, checkpointer=checkpoints)
+        return put_evaluator(store, name, phi_la, name)

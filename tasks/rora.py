@@ -28,6 +28,7 @@ from larev.rationale_leakage import LeakageDetectionConfig, RationaleModelConfig
 from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+from tasks.checkpoints import epoch_checkpoints
 from tasks.common import larev_task, put_dir, put_table
 from tasks.training import load_tokenizer, put_evaluator, split_train_validation, train_val_examples
 
@@ -142,10 +143,11 @@ def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, tra
         return None
     pairs_val = rora.infill_examples(val, val["spans"].to_list(), config.max_spans)
     ev = new_infiller(store, tokenizer, model, config, config.train.seed)
-    train_evaluator(ev, pairs_tr["input"].to_list(), pairs_tr["target"].to_list(), pairs_val["input"].to_list(),
-                    pairs_val["target"].to_list(), [[t] for t in pairs_val["target"]], config.train,
-                    progress=progress, desc=f"infiller[{source}]")
-    return put_evaluator(store, "infiller", ev, f"infiller-{source}")
+    with epoch_checkpoints(store, "infiller", config.train.epochs, f"infiller[{source}]") as checkpoints:
+        train_evaluator(ev, pairs_tr["input"].to_list(), pairs_tr["target"].to_list(), pairs_val["input"].to_list(),
+                        pairs_val["target"].to_list(), [[t] for t in pairs_val["target"]], config.train,
+                        progress=progress, desc=f"infiller[{source}]", checkpointer=checkpoints)
+        return put_evaluator(store, "infiller", ev, f"infiller-{source}")
 
 
 @larev_task("counterfactuals", code=(infill, rora, formats), task_run_name="counterfactuals-{source}")
@@ -188,11 +190,13 @@ def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, tra
     n_env = int(cf["env"].max()) + 1
     tr, val = split_train_validation(df)
     phi = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
-    train_leakage_aware(phi, None, rora.rora_instances(tr, tr["envs"].to_list(), n_env),
-                        rora.rora_instances(val, val["envs"].to_list(), n_env), label_sets(val), train,
-                        objective, task=df["task"][0], progress=progress, env_names=rora.environment_names(n_env),
-                        desc=f"rora[{source}]")
-    return put_evaluator(store, "rora_phi", phi, f"rora-{source}")
+    with epoch_checkpoints(store, "rora_phi", train.epochs, f"rora[{source}]") as checkpoints:
+        train_leakage_aware(phi, None, rora.rora_instances(tr, tr["envs"].to_list(), n_env),
+                            rora.rora_instances(val, val["envs"].to_list(), n_env), label_sets(val), train,
+                            objective, task=df["task"][0], progress=progress,
+                            env_names=rora.environment_names(n_env), desc=f"rora[{source}]",
+                            checkpointer=checkpoints)
+        return put_evaluator(store, "rora_phi", phi, f"rora-{source}")
 
 
 @larev_task("train-input-model", code=(rora, evaluator_mod, train_mod, formats), task_run_name="train-{role}")
@@ -214,10 +218,11 @@ def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, tr
     df = df.with_columns(input=pl.Series(inputs, dtype=pl.String))
     tr, val = split_train_validation(df)
     ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
-    train_evaluator(ev, tr["input"].to_list(), [target_text(y) for y in tr["label"]], val["input"].to_list(),
-                    [target_text(y) for y in val["label"]], label_sets(val), train, progress=progress,
-                    desc=role)
-    return put_evaluator(store, role, ev, role)
+    with epoch_checkpoints(store, role, train.epochs) as checkpoints:
+        train_evaluator(ev, tr["input"].to_list(), [target_text(y) for y in tr["label"]], val["input"].to_list(),
+                        [target_text(y) for y in val["label"]], label_sets(val), train, progress=progress,
+                        desc=role, checkpointer=checkpoints)
+        return put_evaluator(store, role, ev, role)
 
 
 def _by_model_source(rationales: pl.DataFrame, trained: list[str]):

@@ -22,6 +22,7 @@ from larev.schema import label_set, label_sets
 from larev.variants import LEAKY_TEMPLATE
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+from tasks.checkpoints import epoch_checkpoints
 from tasks.common import larev_task, put_dir
 
 ROLES = ("phi_base", "phi")
@@ -95,7 +96,8 @@ def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baseline
     """Train one evaluator (phi_base on b, or phi on [r, b]) and save it with its configs and history."""
     tr, val = split_train_validation(training_frame(store, examples, baselines))
     ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
-    train_evaluator(ev, evaluator_inputs(role, tr), [target_text(y) for y in tr["label"]],
-                    evaluator_inputs(role, val), [target_text(y) for y in val["label"]], label_sets(val), train,
-                    progress=progress, desc=role)
-    return put_evaluator(store, role, ev, role)
+    with epoch_checkpoints(store, role, train.epochs) as checkpoints:
+        train_evaluator(ev, evaluator_inputs(role, tr), [target_text(y) for y in tr["label"]],
+                        evaluator_inputs(role, val), [target_text(y) for y in val["label"]], label_sets(val), train,
+                        progress=progress, desc=role, checkpointer=checkpoints)
+        return put_evaluator(store, role, ev, role)

@@ -9,7 +9,6 @@ candidate.
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import time
@@ -19,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from larev.progress import progress_bar
 
+from larev.checkpoint import Checkpointer, TrainingState, capture_rng, detached_state, restore_rng
 from larev.config import ScoreConfig, TrainConfig
 from larev.device import autocast, resolve_device, seed_everything
 from larev.models.evaluator import Evaluator, labels_for_loss, pad_batch, score_labels, tokenize
@@ -71,12 +71,41 @@ class BestEpoch:
     def offer(self, score: float, epoch: int, model: torch.nn.Module) -> None:
         if score > self.score:
             self.score, self.epoch = score, epoch
-            self._state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+            self._state = detached_state(model)
 
     def restore(self, model: torch.nn.Module) -> None:
         if self._state is not None:
             model.load_state_dict(self._state)
         model.eval()
+
+
+def checkpoint_state(epoch: int, model: torch.nn.Module, optimizer, scheduler, best: BestEpoch,
+                     generator: torch.Generator, progress: dict) -> TrainingState:
+    """The loop's full state after `epoch` epochs (see larev/checkpoint.py)."""
+    return TrainingState(epoch=epoch, model=detached_state(model), optimizer=optimizer.state_dict(),
+                         scheduler=scheduler.state_dict(), rng=capture_rng(generator), best_score=best.score,
+                         best_epoch=best.epoch, best_model=best._state, progress=progress)
+
+
+def resume_from(checkpointer: Checkpointer | None, model: torch.nn.Module, optimizer, scheduler, best: BestEpoch,
+                generator: torch.Generator, *, epochs: int, desc: str) -> tuple[int, dict]:
+    """Load the latest checkpoint into the loop's objects; returns (epochs already done, the loop's bookkeeping).
+
+    (0, {}) when there is nothing to resume. A checkpoint from a run with more epochs than this one is not used.
+    """
+    state = checkpointer.latest() if checkpointer is not None else None
+    if state is None:
+        return 0, {}
+    if state.epoch > epochs:
+        log.warning("%s: ignoring a checkpoint at epoch %d, past this run's %d epochs", desc, state.epoch, epochs)
+        return 0, {}
+    model.load_state_dict(state.model)
+    optimizer.load_state_dict(state.optimizer)
+    scheduler.load_state_dict(state.scheduler)
+    best.score, best.epoch, best._state = state.best_score, state.best_epoch, state.best_model
+    restore_rng(generator, state.rng)
+    log.info("%s: resuming from the checkpoint after epoch %d of %d", desc, state.epoch, epochs)
+    return state.epoch, state.progress
 
 
 def train_evaluator(
@@ -92,11 +121,13 @@ def train_evaluator(
     desc: str = "train",
     on_epoch_end: Callable[[int, Evaluator, EpochRecord], None] | None = None,
     keep_eval: Sequence[torch.nn.Module] = (),
+    checkpointer: Checkpointer | None = None,
 ) -> TrainResult:
     """Fine-tune `evaluator` in place on (input, label) pairs; returns the per-epoch history.
 
     keep_eval: frozen sub-modules that stay in eval mode (no dropout) while the rest trains, e.g. the leakage
     probe's encoder.
+    checkpointer: saves the full training state after every epoch; training resumes from its latest state.
     """
     if len(train_inputs) != len(train_labels) or not train_inputs:
         raise ValueError("train_inputs and train_labels must be non-empty and of the same length")
@@ -115,7 +146,10 @@ def train_evaluator(
     optimizer, scheduler = optimizer_and_schedule(model, config, steps_per_epoch * config.epochs)
     result = TrainResult(n_truncated=n_cut)
     best = BestEpoch()
-    for epoch in range(1, config.epochs + 1):
+    done, progress_state = resume_from(checkpointer, model, optimizer, scheduler, best, generator,
+                                       epochs=config.epochs, desc=desc)
+    result.history = [EpochRecord(**h) for h in progress_state.get("history", [])]
+    for epoch in range(done + 1, config.epochs + 1):
         started = time.perf_counter()
         model.train()
         for module in keep_eval:
@@ -152,6 +186,9 @@ def train_evaluator(
                  record.train_loss, record.val_logp, record.val_accuracy, record.seconds)
         # No validation split: the last epoch is the one kept.
         best.offer(record.val_logp if val_inputs else float(epoch), epoch, model)
+        if checkpointer is not None:
+            checkpointer.save(checkpoint_state(epoch, model, optimizer, scheduler, best, generator,
+                                               {"history": [asdict(h) for h in result.history]}))
         if on_epoch_end is not None:
             on_epoch_end(epoch, evaluator, record)
     best.restore(model)
