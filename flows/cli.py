@@ -60,6 +60,9 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
                    help="RORA: models per rationale source (the paper's protocol, default) or from gold only")
     p.add_argument("--rora-lambda", type=float, help="RORA: IRM weight of Phi (default 1)")
     p.add_argument("--rora-threshold", type=float, help="RORA: leaky-word attribution threshold (default 0.05)")
+    p.add_argument("--gpu-deployment", default=None,
+                   help="send the GPU stages (training, IG, generation) to this deployment of the larev-step flow, "
+                        "e.g. larev-step/larev-step-gpu (default: run everything in this process)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _server_option(p)
 
@@ -123,7 +126,8 @@ def pipeline_params(args: argparse.Namespace):
     default_name = f"demo-{args.task or 'nli'}" if data.get("source") != "files" else "files"
     return PipelineParams(run_name=args.run_name or default_name, artifact_root=args.store, run_dir=args.run_dir,
                           data=data, model=model, train=train, score=score, baselines=baselines, larev=larev, rora=rora,
-                          rationales=args.rationales, progress=not args.no_progress)
+                          rationales=args.rationales, progress=not args.no_progress,
+                          gpu_deployment=args.gpu_deployment)
 
 
 def print_results(run_dir: str, steps=None, seconds: float | None = None) -> None:
@@ -148,7 +152,8 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
         ran = sum(not s.cached for s in steps if isinstance(s, StepRecord))
         print(f"\nSteps ({len(steps) - ran} cached, {ran} ran):")
         for s in steps:
-            print(f"  {s.step:<20} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s")
+            where = f"  on {s.where}" if getattr(s, "where", "local") != "local" else ""
+            print(f"  {s.step:<20} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s{where}")
     print(f"\nOutputs in {run_dir}: scores.parquet, summary.parquet, report.md, separations.png, run.json")
     if seconds is not None:
         print(f"Finished in {seconds:.1f}s")

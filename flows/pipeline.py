@@ -50,6 +50,10 @@ class PipelineParams(BaseModel):
     variants: list[str] = Field(list(VARIANTS), description="synthetic rationale variants scored on the test split")
     rationales: str | None = Field(None, description="a rationale file to score too (id, source, rationale[, label])")
     progress: bool = Field(True, description="progress bars on long steps")
+    gpu_deployment: str | None = Field(
+        None, description="a deployment of the larev-step flow on a GPU work pool (e.g. 'larev-step/larev-step-gpu'): "
+                          "the GPU stages (training, IG, generation) run there; empty: every step runs in the "
+                          "flow's own process. The worker must see the same artifact root (S3 or a shared disk)")
 
 
 def source_digests(data: DataConfig) -> list[str]:
@@ -64,7 +68,7 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     """Train REV's two evaluators and LAREV's phi_LA; score the rationale variants (and a user file) on the test
     split with every metric."""
     store = ArtifactStore(params.artifact_root)
-    steps = StepRunner(store)
+    steps = StepRunner(store, gpu_deployment=params.gpu_deployment)
     examples = steps.run(load_examples, store, params.data, source_digests(params.data))
     baselines = steps.run(make_baselines, store, examples, params.baselines, progress=params.progress)
     user = None

@@ -31,7 +31,7 @@ class ScoreParams(BaseModel):
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
     device: str = Field("auto", description="auto, cpu or cuda")
-    progress: bool = True
+    progress: bool = Field(True, description="progress bars on long steps")
 
 
 def read_run(run_dir: str) -> dict:

@@ -111,7 +111,7 @@ def _check_ids(df: pl.DataFrame, *, file: str, key: tuple[str, ...] = ("id",)) -
     if not dup.is_empty():
         first = dup.row(0, named=True)
         where = ", ".join(f"{k}={first[k]!r}" for k in key)
-        rows = dup.filter(pl.struct(list(key)) == pl.struct([pl.lit(first[k]) for k in key]))["__row"].to_list()
+        rows = dup.filter(pl.all_horizontal([pl.col(k) == first[k] for k in key]))["__row"].to_list()
         raise InputError(f"duplicate {where} (rows {rows[:5]})", file=file, row=rows[1], column="id")
 
 

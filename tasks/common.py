@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import io
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +30,11 @@ from prefect import task
 from prefect.cache_policies import CachePolicy
 from pydantic import BaseModel
 
+from larev.errors import LarevError
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+
+logger = logging.getLogger("larev.steps")
 
 # Arguments that never change a step's output.
 NOT_IN_KEY = frozenset({"progress"})
@@ -102,10 +106,11 @@ def current_step() -> StepContext:
     return ctx
 
 
-def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), **task_options):
+def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), gpu: bool = False, **task_options):
     """Declare a cached larev step: a Prefect task keyed by `ArtifactCachePolicy`, results persisted as JSON.
 
     `code`: the core modules whose source counts as this step's code version (the task's own source always does).
+    `gpu`: a GPU stage (training, attribution, generation): sent to the GPU work pool when the flow has one.
     """
 
     def decorate(fn):
@@ -124,7 +129,9 @@ def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), **task_
 
         options = {"name": step, "persist_result": True, "result_serializer": "json",
                    "task_run_name": f"{step}", **task_options}
-        return task(run, cache_policy=ArtifactCachePolicy(step=step, version=version), **options)
+        task_obj = task(run, cache_policy=ArtifactCachePolicy(step=step, version=version), **options)
+        task_obj.larev_step, task_obj.larev_gpu = step, gpu
+        return task_obj
 
     return decorate
 
@@ -183,11 +190,16 @@ SECRET_OPTIONS = frozenset({"key", "secret", "token", "aws_access_key_id", "aws_
                             "aws_session_token"})
 
 
+class StepError(LarevError):
+    """A step that failed where it was sent to run (another work pool)."""
+
+
 @dataclass
 class StepRecord:
     step: str
     cached: bool
     seconds: float
+    where: str = "local"  # 'local', or the deployment that ran the step
 
 
 @dataclass
@@ -196,10 +208,15 @@ class StepRunner:
 
     Flows call `run(task, ...)` instead of `task(...)`: it binds the store's result storage (so cache records
     travel with the artifacts, local or S3) and returns the task's result.
+
+    gpu_deployment: a deployment of the `larev-step` flow on a GPU work pool ('larev-step/larev-step-gpu').
+    When set, GPU stages run there (tasks/remote.py) and the local call is then served from the cache; when
+    None, every step runs in this process.
     """
 
     store: ArtifactStore
     records: list[StepRecord] = field(default_factory=list)
+    gpu_deployment: str | None = None
 
     def __post_init__(self):
         self._storage = result_storage_for(self.store)
@@ -207,13 +224,50 @@ class StepRunner:
     def run(self, task_obj, *args, step_label: str | None = None, **kwargs):
         """Run `task_obj(*args, **kwargs)`; `step_label` names it in the summary (default: the task's name)."""
         started = time.perf_counter()
+        label = step_label or task_obj.name
+        remote = bool(self.gpu_deployment and getattr(task_obj, "larev_gpu", False))
+        if remote:
+            arguments = dict(inspect.signature(task_obj.fn).bind(*args, **kwargs).arguments)
+            remote = not self._has_cache_record(task_obj, arguments)  # a cached step is not sent anywhere
+        if remote:
+            self._run_on_gpu_pool(task_obj, label, arguments)
         state = task_obj.with_options(result_storage=self._storage)(*args, return_state=True, **kwargs)
         result = state.result()  # raises the task's exception when it failed
-        self.records.append(StepRecord(step_label or task_obj.name, state.name == "Cached",
-                                       time.perf_counter() - started))
+        cached = state.name == "Cached"
+        if remote and not cached:
+            logger.warning("%s ran on the GPU pool, but its cache record is not visible here, so it ran again "
+                           "in-process: do the worker and this flow share the artifact root %s?", label,
+                           self.store.root)
+        # a step the GPU pool computed counts as run (there), not as served from cache
+        self.records.append(StepRecord(label, cached and not remote, time.perf_counter() - started,
+                                       where=self.gpu_deployment if remote and cached else "local"))
         return result
 
+    def _has_cache_record(self, task_obj, arguments: dict[str, Any]) -> bool:
+        from prefect.results import ResultStore, resolve_result_storage
+
+        try:
+            key = task_obj.cache_policy.compute_key(None, arguments, {})
+            return ResultStore(result_storage=resolve_result_storage(self._storage)).exists(key)
+        except Exception as exc:  # cannot tell: send the step (the worker's own cache check still applies)
+            logger.debug("cache lookup for %s failed: %s", task_obj.name, exc)
+            return False
+
+    def _run_on_gpu_pool(self, task_obj, label: str, arguments: dict[str, Any]) -> None:
+        from tasks import remote
+
+        parameters = {"params": {"task": remote.task_ref(task_obj), "label": label,
+                                 "arguments": remote.encode_arguments(task_obj, arguments)}}
+        logger.info("%s: sent to deployment %s", label, self.gpu_deployment)
+        flow_run = remote.run_deployment(self.gpu_deployment, parameters)
+        state = flow_run.state
+        if state is None or not state.is_completed():
+            status = "no state" if state is None else f"{state.name}: {state.message or ''}".strip()
+            raise StepError(f"{label} failed on deployment {self.gpu_deployment} (flow run {flow_run.id}, "
+                            f"{status}); see that flow run's logs")
+
     def summary(self) -> str:
-        lines = [f"{'step':<24} {'status':<8} {'seconds':>8}"]
-        lines += [f"{r.step:<24} {'cached' if r.cached else 'ran':<8} {r.seconds:>8.1f}" for r in self.records]
+        lines = [f"{'step':<24} {'status':<8} {'seconds':>8}  where"]
+        lines += [f"{r.step:<24} {'cached' if r.cached else 'ran':<8} {r.seconds:>8.1f}  {r.where}"
+                  for r in self.records]
         return "\n".join(lines)

@@ -27,7 +27,7 @@ from tasks.training import (load_tokenizer, put_evaluator, split_train_validatio
                             training_frame)
 
 
-@larev_task("leakage-terms", code=(attribution, formats, evaluator_mod))
+@larev_task("leakage-terms", code=(attribution, formats, evaluator_mod), gpu=True)
 def find_leakage_terms(store: ArtifactStore, phi_base: ArtifactRef, examples: ArtifactRef, baselines: ArtifactRef,
                        config: AttributionConfig, device: str = "auto",
                        progress: bool = True) -> dict[str, ArtifactRef]:
@@ -75,7 +75,7 @@ def environment_frame(store: ArtifactStore, examples: ArtifactRef, environments_
     return ex.join(wide, on="id", how="inner")
 
 
-@larev_task("probe", code=(leakage_aware, train_mod, evaluator_mod, formats))
+@larev_task("probe", code=(leakage_aware, train_mod, evaluator_mod, formats), gpu=True)
 def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, environments_ref: ArtifactRef,
                 train: TrainConfig, progress: bool = True) -> ArtifactRef:
     """psi (eq. 4.8): phi's copy with its encoder frozen; the decoder learns y from Enc_phi(b~)."""
@@ -100,7 +100,7 @@ def la_instances(df: pl.DataFrame) -> list[LAInstance]:
                                               df["task"], df["choices"])]
 
 
-@larev_task("train-la", code=(leakage_aware, irm, evaluator_mod, formats), task_run_name="train-{name}")
+@larev_task("train-la", code=(leakage_aware, irm, evaluator_mod, formats), task_run_name="train-{name}", gpu=True)
 def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environments_ref: ArtifactRef,
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:

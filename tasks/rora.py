@@ -129,7 +129,8 @@ def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: Mod
     return ev
 
 
-@larev_task("infiller", code=(infill, rora, formats, evaluator_mod, train_mod), task_run_name="infiller-{source}")
+@larev_task("infiller", code=(infill, rora, formats, evaluator_mod, train_mod), task_run_name="infiller-{source}",
+            gpu=True)
 def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                    spans: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, config: InfillerConfig,
                    progress: bool = True) -> ArtifactRef | None:
@@ -150,7 +151,7 @@ def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, tra
         return put_evaluator(store, "infiller", ev, f"infiller-{source}")
 
 
-@larev_task("counterfactuals", code=(infill, rora, formats), task_run_name="counterfactuals-{source}")
+@larev_task("counterfactuals", code=(infill, rora, formats), task_run_name="counterfactuals-{source}", gpu=True)
 def make_counterfactuals(store: ArtifactStore, source: str, infiller_ref: ArtifactRef | None, examples: ArtifactRef,
                          training_rationales: ArtifactRef, spans: ArtifactRef, config: InfillerConfig,
                          device: str = "auto", progress: bool = True) -> ArtifactRef:
@@ -175,7 +176,8 @@ def make_counterfactuals(store: ArtifactStore, source: str, infiller_ref: Artifa
                                                                   "n_missing"))
 
 
-@larev_task("train-rora", code=(rora, leakage_aware, irm, evaluator_mod, formats), task_run_name="train-rora-{source}")
+@larev_task("train-rora", code=(rora, leakage_aware, irm, evaluator_mod, formats), task_run_name="train-rora-{source}",
+            gpu=True)
 def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                    counterfactuals: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig,
                    train: TrainConfig, objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:
@@ -199,7 +201,7 @@ def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, tra
         return put_evaluator(store, "rora_phi", phi, f"rora-{source}")
 
 
-@larev_task("train-input-model", code=(rora, evaluator_mod, train_mod, formats), task_run_name="train-{role}")
+@larev_task("train-input-model", code=(rora, evaluator_mod, train_mod, formats), task_run_name="train-{role}", gpu=True)
 def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, training_rationales: ArtifactRef | None,
                       source: str | None, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                       progress: bool = True) -> ArtifactRef:

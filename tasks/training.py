@@ -89,7 +89,7 @@ def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: Arti
         return put_dir(store, "tokenizer", tmp, kind="dir")
 
 
-@larev_task("train", code=(evaluator_mod, train_mod, formats), task_run_name="train-{role}")
+@larev_task("train", code=(evaluator_mod, train_mod, formats), task_run_name="train-{role}", gpu=True)
 def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baselines: ArtifactRef,
                 tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                 progress: bool = True) -> ArtifactRef:

@@ -136,6 +136,14 @@ def test_rationales_file(tmp_path):
     assert err.file == str(path) and err.row == 0
 
 
+def test_duplicate_id_and_source_in_a_rationales_file_names_both_rows(tmp_path):
+    examples = load_examples_file(_write_jsonl(tmp_path / "ex.jsonl", QA_ROWS), task="qa")
+    path = tmp_path / "r.csv"
+    pl.DataFrame({"id": ["q1", "q2", "q1"], "source": ["gpt"] * 3, "rationale": ["a", "b", "c"]}).write_csv(path)
+    err = _raises("duplicate id='q1', source='gpt' \\(rows \\[0, 2\\]\\)", load_rationales_file, path, examples)
+    assert err.row == 2 and err.column == "id"
+
+
 # ---- errors -------------------------------------------------------------------------------------------------
 
 def test_missing_file(tmp_path):

@@ -1,0 +1,84 @@
+"""Scheduled re-evaluation: score the rationale files that arrived in an inbox since the last scan.
+
+Each scan lists the inbox (a local folder or an S3 prefix), skips every file the ledger already records
+(by name and content digest; the ledger lives in the run's artifact store), scores each new file with the
+`score-rationales` flow, appends its summary to the inbox's results table and publishes a report. A file that
+fails validation is moved to `<inbox>/quarantine/` with an error report beside it, and the others go on.
+The ledger is written after every file, so a scan cut short never scores a file twice.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+from prefect import flow
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.score import ScoreParams, read_run, score_rationales
+from larev.errors import InputError, LarevError
+from larev.inbox import DEFAULT_PATTERNS, ledger_entry, new_files, output_name, record, results_rows, scan_report
+from storage import ArtifactStore
+from tasks.inbox import fetch, publish_inbox_report, quarantine, read_table, scan_inbox, write_table
+from tasks.reports import artifact_key
+
+
+class RescoreParams(BaseModel):
+    """Parameters of one inbox scan (the Prefect UI renders them as a form)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: str = Field(..., description="a finished pipeline run's directory (holding run.json): its evaluators score "
+                                      "the files")
+    inbox: str = Field(..., description="where new rationale files arrive: a local folder or s3://bucket/prefix "
+                                        "(id, source, rationale[, label]; .parquet, .jsonl, .json or .csv)")
+    patterns: list[str] = Field(list(DEFAULT_PATTERNS), description="file name patterns to pick up")
+    settle_seconds: float = Field(30.0, ge=0, description="files modified more recently than this wait for the "
+                                                           "next scan (they may still be being written)")
+    column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
+    device: str = Field("auto", description="auto, cpu or cuda")
+
+
+@flow(name="rescore-inbox", flow_run_name="rescore-{params.inbox}", log_prints=True)
+def rescore_inbox(params: RescoreParams) -> dict:
+    """Score each new inbox file exactly once; quarantine the files that fail validation."""
+    run = read_run(params.run)
+    store = ArtifactStore(run["artifact_root"])
+    ledger = read_table(store, params.inbox, "ledger")
+    results = read_table(store, params.inbox, "results")
+    todo = new_files(scan_inbox(params.inbox, params.patterns, params.settle_seconds), ledger)
+    handled, failed = ledger.clear(), {}
+    for file in todo:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                local = fetch(params.inbox, file, tmp)
+                out = score_rationales(ScoreParams(run=params.run, rationales=local, name=output_name(file),
+                                                   column_map=params.column_map, device=params.device,
+                                                   progress=False))
+            except InputError as exc:  # the file breaks the data contract: set it aside, go on with the others
+                moved = quarantine(params.inbox, file, str(exc))
+                entry = ledger_entry(file, "quarantined", output=moved, error=str(exc))
+            except (LarevError, OSError, RuntimeError) as exc:  # not the file's fault: retried next scan
+                failed[file.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            else:
+                summary = pl.read_parquet(Path(out["run_dir"]) / "summary.parquet")
+                rows_scored = int(summary.group_by("metric").agg(pl.col("n").sum())["n"].max())
+                entry = ledger_entry(file, "scored", rows=rows_scored, output=out["run_dir"])
+                rows = results_rows(summary, file, entry["handled_at"][0])
+                results = rows if results is None else pl.concat([results, rows], how="diagonal_relaxed")
+                write_table(store, params.inbox, "results", results)
+        ledger = record(ledger, entry)
+        handled = pl.concat([handled, entry])
+        write_table(store, params.inbox, "ledger", ledger)
+    report = scan_report(params.inbox, handled, results, failed)
+    publish_inbox_report(artifact_key(f"inbox-{Path(params.inbox.rstrip('/')).name}"), report, results)
+    print(report)
+    if failed:
+        raise RuntimeError(f"{len(failed)} inbox file(s) could not be scored and will be retried: "
+                           + "; ".join(f"{k}: {v}" for k, v in failed.items()))
+    return {"scored": handled.filter(pl.col("status") == "scored")["file"].to_list(),
+            "quarantined": handled.filter(pl.col("status") == "quarantined")["file"].to_list(),
+            "checked_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}

@@ -1,0 +1,203 @@
+"""Running larev as a service: the deployment file, GPU-pool routing, scheduled inbox re-evaluation, and a full
+pipeline on a loopback S3 server with a fully cached rerun."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import polars as pl
+import pytest
+import yaml
+from prefect.states import Completed, Failed
+
+from flows.pipeline import larev_pipeline
+from flows.rescore import RescoreParams, rescore_inbox
+from flows.step import StepParams, larev_step
+from larev.config import TrainConfig
+from larev.leakage_aware import LarevConfig
+from larev.rora import RoraConfig
+from storage import ArtifactStore
+from tasks import remote
+from tasks.common import StepError, StepRunner
+from tasks.inbox import ledger_key
+from tasks.training import train_model
+from tests.test_flows import ALL_STEPS, METRICS, tiny_params
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+REPO = Path(__file__).resolve().parents[1]
+GPU_STEPS = ["train-phi_base", "train-phi", "leakage-terms", "probe", "train-larev", "train-theta",
+             *(f"{step}-{source}" for source in ("gold", "leaky", "gold_leaky", "vacuous")
+               for step in ("infiller", "counterfactuals", "train-rora", "train-proxy"))]
+
+
+def test_prefect_yaml_entrypoints_import_and_build_parameter_schemas():
+    from prefect.utilities.callables import parameter_schema
+
+    spec = yaml.safe_load((REPO / "deployments" / "prefect.yaml").read_text())
+    pools = {pool["name"] for pool in spec["definitions"]["work_pools"].values()}
+    assert {"larev-cpu", "larev-gpu", "larev-gpu-docker"} <= pools
+    docker_gpu = spec["definitions"]["work_pools"]["gpu_docker"]["job_variables"]
+    assert docker_gpu["container_create_kwargs"]["device_requests"][0]["capabilities"] == [["gpu"]]
+    names = set()
+    for deployment in spec["deployments"]:
+        names.add(deployment["name"])
+        assert deployment["work_pool"]["name"] in pools
+        path, func = deployment["entrypoint"].split(":")
+        flow_obj = getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")), func)
+        schema = parameter_schema(flow_obj.fn).model_dump()
+        assert list(schema["properties"]) == ["params"]
+        model = schema["definitions"][schema["properties"]["params"]["$ref"].rsplit("/", 1)[-1]]
+        undocumented = [k for k, v in model["properties"].items() if "description" not in v and "$ref" not in v
+                        and "allOf" not in v]
+        assert not undocumented, f"{deployment['name']}: parameters without a description: {undocumented}"
+        for schedule in deployment.get("schedules", []):
+            from prefect.client.schemas.schedules import CronSchedule
+
+            CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"])
+        if "parameters" in deployment:  # preset parameters validate against the flow's model
+            flow_obj.validate_parameters(deployment["parameters"])
+    assert names == {"larev-pipeline", "larev-step-gpu", "larev-step-gpu-docker", "score-rationales",
+                     "rescore-inbox"}
+    assert [d for d in spec["deployments"] if d["name"] == "rescore-inbox"][0]["schedules"][0]["cron"]
+
+
+def test_step_arguments_round_trip_and_unknown_tasks_are_refused():
+    from larev.config import ModelConfig
+    from storage.ref import ArtifactRef
+
+    ref = ArtifactRef(uri="/x/a", key="a", digest="d" * 64)
+    args = {"store": ArtifactStore("/tmp/larev-store"), "role": "phi", "examples": ref, "baselines": ref,
+            "tokenizer": None, "model": ModelConfig(d_model=16), "train": TrainConfig(epochs=1), "progress": False}
+    payload = json.loads(json.dumps(remote.encode_arguments(train_model, args)))
+    assert payload["store"] == "/tmp/larev-store" and payload["model"]["d_model"] == 16
+    back = remote.decode_arguments(train_model, payload)
+    assert back["store"].root == "/tmp/larev-store" and back["examples"] == ref and back["train"].epochs == 1
+    assert remote.task_ref(train_model) == "tasks.training:train_model"
+    assert remote.resolve_task("tasks.training:train_model") is train_model
+    for bad in ("os:system", "tasks.training:load_tokenizer", "tasks.training:nope"):
+        with pytest.raises(Exception, match="not a larev task|unknown larev step"):
+            remote.resolve_task(bad)
+    with pytest.raises(Exception, match="no argument"):
+        remote.decode_arguments(train_model, {**payload, "extra": 1})
+
+
+def test_gpu_stages_run_on_the_gpu_deployment_and_are_then_cached_locally(tmp_path, monkeypatch):
+    sent = []
+
+    def fake_run_deployment(name, parameters):  # a worker of the GPU pool, in this process
+        sent.append((name, parameters["params"]["label"]))
+        state = larev_step(StepParams(**json.loads(json.dumps(parameters))["params"]), return_state=True)
+        return SimpleNamespace(id="fake-flow-run", state=state)
+
+    monkeypatch.setattr(remote, "run_deployment", fake_run_deployment)
+    params = tiny_params(tmp_path, gpu_deployment="larev-step/larev-step-gpu")
+    result = larev_pipeline(params)
+    assert sorted(label for _, label in sent) == sorted(GPU_STEPS)
+    assert {name for name, _ in sent} == {"larev-step/larev-step-gpu"}
+    records = {r.step: r for r in result["steps"]}
+    assert [r.step for r in result["steps"]] == ALL_STEPS
+    assert all(records[s].where == "larev-step/larev-step-gpu" and not records[s].cached for s in GPU_STEPS)
+    assert all(r.where == "local" for s, r in records.items() if s not in GPU_STEPS)
+    scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
+    assert sorted(scores["metric"].unique()) == METRICS
+
+    sent.clear()  # a rerun finds every step in the cache and sends nothing
+    again = larev_pipeline(params)
+    assert sent == [] and all(r.cached for r in again["steps"])
+
+    def failing_run_deployment(name, parameters):
+        return SimpleNamespace(id="failed-run", state=Failed(message="CUDA out of memory"))
+
+    monkeypatch.setattr(remote, "run_deployment", failing_run_deployment)
+    refs = result["refs"]
+    runner = StepRunner(ArtifactStore(params.artifact_root), gpu_deployment="larev-step/larev-step-gpu")
+    with pytest.raises(StepError, match="train-phi failed on deployment larev-step/larev-step-gpu.*CUDA out of memory"):
+        runner.run(train_model, runner.store, "phi", refs["examples"], refs["baselines"], refs["tokenizer"],
+                   params.model, TrainConfig(epochs=1, batch_size=8, seed=1), step_label="train-phi")
+
+
+# ------------------------------------------------------------------------------------- scheduled rescoring
+
+
+@pytest.fixture(scope="module")
+def rev_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rescore")
+    result = larev_pipeline(tiny_params(root, larev=LarevConfig(enabled=False), rora=RoraConfig(enabled=False)))
+    return root, result
+
+
+def _rationales(run_dir: str, source: str, n: int = 6) -> pl.DataFrame:
+    ids = pl.read_parquet(Path(run_dir) / "scores.parquet")["id"].unique().sort().to_list()[:n]
+    return pl.DataFrame({"id": ids, "source": [source] * len(ids),
+                         "rationale": [f"{source} says something about it" for _ in ids]})
+
+
+def test_scheduled_rescoring_scores_each_file_once_and_quarantines_bad_ones(rev_run, tmp_path, monkeypatch):
+    root, result = rev_run
+    run_dir = result["run_dir"]
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    import flows.rescore as rescore_module
+
+    calls = []
+    real_score = rescore_module.score_rationales
+
+    def counting_score(params):
+        calls.append(Path(params.rationales).name)
+        return real_score(params)
+
+    monkeypatch.setattr(rescore_module, "score_rationales", counting_score)
+    params = RescoreParams(run=run_dir, inbox=str(inbox), settle_seconds=0)
+    _rationales(run_dir, "model-a").write_parquet(inbox / "model-a.parquet")
+    first = rescore_inbox(params)
+    assert first["scored"] == ["model-a.parquet"] and first["quarantined"] == []
+
+    # between the scans: one more good file, and one that breaks the contract (an id the run never saw)
+    _rationales(run_dir, "model-b").write_ndjson(inbox / "model-b.jsonl")
+    bad = _rationales(run_dir, "model-c").with_columns(id=pl.format("no-such-id-{}", pl.int_range(pl.len())))
+    bad.write_csv(inbox / "model-c.csv")
+    second = rescore_inbox(params)
+    assert second["scored"] == ["model-b.jsonl"] and second["quarantined"] == ["model-c.csv"]
+    assert calls == ["model-a.parquet", "model-b.jsonl", "model-c.csv"]  # nothing scored twice
+
+    third = rescore_inbox(params)  # nothing new
+    assert third == {**third, "scored": [], "quarantined": []} and len(calls) == 3
+
+    assert not (inbox / "model-c.csv").exists() and (inbox / "quarantine" / "model-c.csv").exists()
+    error = (inbox / "quarantine" / "model-c.csv.error.txt").read_text()
+    assert "no-such-id" in error and "model-c" in error
+    store = ArtifactStore(json.loads((Path(run_dir) / "run.json").read_text())["artifact_root"])
+    ledger = store.read_parquet(ledger_key(str(inbox), "ledger"))
+    assert sorted(zip(ledger["file"], ledger["status"])) == [("model-a.parquet", "scored"),
+                                                            ("model-b.jsonl", "scored"),
+                                                            ("model-c.csv", "quarantined")]
+    results = store.read_parquet(ledger_key(str(inbox), "results"))
+    assert sorted(results["source"].unique()) == ["model-a", "model-b"]
+    assert results.group_by("file").agg(pl.len())["len"].to_list() == [1, 1]  # REV only: one row per file
+    assert (Path(run_dir) / ledger["output"][0]).exists() or Path(ledger["output"][0]).exists()
+
+
+# --------------------------------------------------------------------------------------------------- S3
+
+
+def test_pipeline_on_s3_then_a_fully_cached_rerun(s3_server, tmp_path, monkeypatch):
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    bucket = s3_server.new_bucket()
+    params = tiny_params(tmp_path).model_copy(update={"artifact_root": f"s3://{bucket}/larev"})
+    cold = larev_pipeline(params)
+    assert [s.step for s in cold["steps"] if not s.cached] == ALL_STEPS
+    warm = larev_pipeline(params)
+    assert [s.step for s in warm["steps"] if not s.cached] == []
+    keys = [o["Key"] for page in s3_server.client().get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in page.get("Contents", [])]
+    steps = {k.split("/")[1] for k in keys if k.startswith("larev/")}
+    assert {"examples", "train", "train-la", "train-rora", "report", "_prefect"} <= steps
+    assert any(k.endswith("/report/" + k.split("/report/")[-1]) and k.endswith("scores.parquet") for k in keys)
+    assert not [k for k in keys if "/checkpoints/" in k]  # deleted once each model was stored
+    run_json = json.loads((Path(cold["run_dir"]) / "run.json").read_text())
+    assert run_json["artifact_root"] == f"s3://{bucket}/larev"
+    assert all(ref["uri"].startswith(f"s3://{bucket}/larev/") for ref in run_json["artifacts"].values())
