@@ -303,6 +303,19 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_rescore(args) -> int:
+    """One scan of an inbox: what the scheduled `rescore-inbox` deployment does every hour."""
+    from flows.rescore import RescoreParams, rescore_inbox
+
+    params = RescoreParams(run=args.run, inbox=args.inbox, settle_seconds=args.settle_seconds, device=args.device,
+                           column_map=json.loads(args.column_map) if args.column_map else {})
+    _wait_for_api(args)
+    result = rescore_inbox(params)
+    print(f"\nScored: {', '.join(result['scored']) or 'nothing new'}; "
+          f"quarantined: {', '.join(result['quarantined']) or 'none'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="larev", description="Leakage-robust evaluation of free-text rationales")
     parser.add_argument("-v", "--verbose", action="store_true", help="Prefect's own INFO logs too")
@@ -319,6 +332,15 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--no-progress", action="store_true")
     _server_option(score)
     score.set_defaults(func=cmd_score)
+    rescore = sub.add_parser("rescore", help="score the new rationale files of an inbox (folder or s3://), once")
+    rescore.add_argument("--run", required=True, help="the run directory whose evaluators score the files")
+    rescore.add_argument("--inbox", required=True, help="a local folder or s3://bucket/prefix")
+    rescore.add_argument("--settle-seconds", type=float, default=30.0,
+                         help="skip files modified more recently than this (default 30)")
+    rescore.add_argument("--column-map", default=None, help="JSON object: file column -> canonical column")
+    rescore.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    _server_option(rescore)
+    rescore.set_defaults(func=cmd_rescore)
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
     quality = bench.add_parser("quality",
                                help="every metric (REV, LAREV, RORA, RQ, LAS) on one train/test pair; results.json")
@@ -349,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from an offline box
-    if args.command in ("run", "score", "bench"):
+    if args.command in ("run", "score", "rescore", "bench"):
         from flows.server import choose_api
 
         args.api, args.api_boot = choose_api(args.server)

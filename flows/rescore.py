@@ -77,7 +77,7 @@ def rescore_inbox(params: RescoreParams) -> dict:
     publish_inbox_report(artifact_key(f"inbox-{Path(params.inbox.rstrip('/')).name}"), report, results)
     print(report)
     if failed:
-        raise RuntimeError(f"{len(failed)} inbox file(s) could not be scored and will be retried: "
+        raise LarevError(f"{len(failed)} inbox file(s) could not be scored and will be retried: "
                            + "; ".join(f"{k}: {v}" for k, v in failed.items()))
     return {"scored": handled.filter(pl.col("status") == "scored")["file"].to_list(),
             "quarantined": handled.filter(pl.col("status") == "quarantined")["file"].to_list(),

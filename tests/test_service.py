@@ -13,6 +13,7 @@ import pytest
 import yaml
 from prefect.states import Completed, Failed
 
+from flows.cli import main
 from flows.pipeline import larev_pipeline
 from flows.rescore import RescoreParams, rescore_inbox
 from flows.step import StepParams, larev_step
@@ -135,7 +136,8 @@ def _rationales(run_dir: str, source: str, n: int = 6) -> pl.DataFrame:
                          "rationale": [f"{source} says something about it" for _ in ids]})
 
 
-def test_scheduled_rescoring_scores_each_file_once_and_quarantines_bad_ones(rev_run, tmp_path, monkeypatch):
+def test_scheduled_rescoring_scores_each_file_once_and_quarantines_bad_ones(rev_run, tmp_path, monkeypatch,
+                                                                             capsys):
     root, result = rev_run
     run_dir = result["run_dir"]
     inbox = tmp_path / "inbox"
@@ -163,8 +165,9 @@ def test_scheduled_rescoring_scores_each_file_once_and_quarantines_bad_ones(rev_
     assert second["scored"] == ["model-b.jsonl"] and second["quarantined"] == ["model-c.csv"]
     assert calls == ["model-a.parquet", "model-b.jsonl", "model-c.csv"]  # nothing scored twice
 
-    third = rescore_inbox(params)  # nothing new
-    assert third == {**third, "scored": [], "quarantined": []} and len(calls) == 3
+    # a third scan, from the command line: nothing new
+    assert main(["rescore", "--run", run_dir, "--inbox", str(inbox), "--settle-seconds", "0"]) == 0
+    assert "Scored: nothing new; quarantined: none" in capsys.readouterr().out and len(calls) == 3
 
     assert not (inbox / "model-c.csv").exists() and (inbox / "quarantine" / "model-c.csv").exists()
     error = (inbox / "quarantine" / "model-c.csv.error.txt").read_text()
