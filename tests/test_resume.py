@@ -45,25 +45,26 @@ def test_sigkill_mid_training_resumes_from_the_last_checkpoint(tmp_path, caplog)
     params = _params(tmp_path / "killed")
     params_file = tmp_path / "params.json"
     params_file.write_text(params.model_dump_json())
+    marker, child_log = tmp_path / "saved.txt", tmp_path / "child.log"
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(REPO)}
-    child = subprocess.Popen([sys.executable, "-m", "tests.sigkill_child", str(params_file)], cwd=REPO, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen = []
+    with child_log.open("w") as log_out:
+        child = subprocess.Popen([sys.executable, "-m", "tests.sigkill_child", str(params_file), str(marker)],
+                                 cwd=REPO, env=env, stdout=log_out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300
-        for line in child.stdout:
-            seen.append(line)
-            if "checkpoint saved: phi_base epoch 1" in line:
-                break
-            assert time.monotonic() < deadline, "the child never checkpointed phi_base"
-        else:
-            pytest.fail("the child exited before checkpointing phi_base:\n" + "".join(seen[-30:]))
+        while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not marker.exists():
+            tail = "".join(child_log.read_text(errors="replace").splitlines(keepends=True)[-30:])
+            state = "exited with " + str(child.returncode) if child.poll() is not None else "still running"
+            pytest.fail(f"the child never checkpointed ({state}); its last output:\n{tail}")
+        assert marker.read_text().splitlines() == ["phi_base epoch 1"]
         os.kill(child.pid, signal.SIGKILL)
         assert child.wait(timeout=60) == -signal.SIGKILL
     finally:
         if child.poll() is None:
             child.kill()
-        child.stdout.close()
+            child.wait(timeout=60)
 
     store = ArtifactStore(params.artifact_root)
     assert _checkpoint_keys(store), "the killed run left no checkpoint behind"
