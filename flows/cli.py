@@ -64,7 +64,25 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
                    help="send the GPU stages (training, IG, generation) to this deployment of the larev-step flow, "
                         "e.g. larev-step/larev-step-gpu (default: run everything in this process)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _scale_out_options(p)
     _server_option(p)
+
+
+def _scale_out_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard-rows", type=int, default=None,
+                   help="score in shards of this many rationale rows on a Dask cluster (default: one step, "
+                        "in this process)")
+    p.add_argument("--dask-address", default=None,
+                   help="with --shard-rows: an existing Dask scheduler (tcp://host:8786); default: a LocalCluster")
+    p.add_argument("--dask-workers", type=int, default=None, help="with --shard-rows: LocalCluster workers (2)")
+
+
+def scale_out_params(args: argparse.Namespace):
+    from tasks.sharding import ScaleOutConfig
+
+    values: dict = {}
+    _set(values, shard_rows=args.shard_rows, dask_address=args.dask_address, dask_workers=args.dask_workers)
+    return ScaleOutConfig(**values)
 
 
 def _server_option(p: argparse.ArgumentParser) -> None:
@@ -127,7 +145,7 @@ def pipeline_params(args: argparse.Namespace):
     return PipelineParams(run_name=args.run_name or default_name, artifact_root=args.store, run_dir=args.run_dir,
                           data=data, model=model, train=train, score=score, baselines=baselines, larev=larev, rora=rora,
                           rationales=args.rationales, progress=not args.no_progress,
-                          gpu_deployment=args.gpu_deployment)
+                          gpu_deployment=args.gpu_deployment, scale_out=scale_out_params(args))
 
 
 def print_results(run_dir: str, steps=None, seconds: float | None = None) -> None:
@@ -279,12 +297,33 @@ def cmd_bench_speed(args) -> int:
     return 0
 
 
+def cmd_bench_scale(args) -> int:
+    """Score throughput in-process vs sharded over 1, 2, ... Dask workers; scale.json in --out."""
+    import tempfile
+
+    from flows.scale_bench import measure_scale_out, print_report, quick_run
+
+    workers = sorted({int(w) for w in args.workers.split(",") if w.strip()})
+    _wait_for_api(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = args.run
+        if run_dir is None:
+            print("training a REV + LAREV run on the demo data (embedded backbone, one epoch per model) ...",
+                  flush=True)
+            run_dir = quick_run(Path(tmp))
+        report = measure_scale_out(run_dir, Path(args.out), n_rows=args.rows, shard_rows=args.shard_rows,
+                                   workers=workers)
+    print_report(report)
+    print(f"\nAll figures in {Path(args.out) / 'scale.json'}")
+    return 0
+
+
 def cmd_score(args) -> int:
     from flows.score import ScoreParams, score_rationales
 
     params = ScoreParams(run=args.run, rationales=args.rationales, name=args.name, device=args.device,
                          column_map=json.loads(args.column_map) if args.column_map else {},
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, scale_out=scale_out_params(args), refresh=args.refresh)
     _wait_for_api(args)
     started = time.perf_counter()
     result = score_rationales(params)
@@ -308,7 +347,8 @@ def cmd_rescore(args) -> int:
     from flows.rescore import RescoreParams, rescore_inbox
 
     params = RescoreParams(run=args.run, inbox=args.inbox, settle_seconds=args.settle_seconds, device=args.device,
-                           column_map=json.loads(args.column_map) if args.column_map else {})
+                           column_map=json.loads(args.column_map) if args.column_map else {},
+                           scale_out=scale_out_params(args))
     _wait_for_api(args)
     result = rescore_inbox(params)
     print(f"\nScored: {', '.join(result['scored']) or 'nothing new'}; "
@@ -330,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--column-map", default=None, help="JSON object: file column -> canonical column")
     score.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     score.add_argument("--no-progress", action="store_true")
+    score.add_argument("--refresh", action="store_true", help="recompute every step even where a cached result exists")
+    _scale_out_options(score)
     _server_option(score)
     score.set_defaults(func=cmd_score)
     rescore = sub.add_parser("rescore", help="score the new rationale files of an inbox (folder or s3://), once")
@@ -339,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="skip files modified more recently than this (default 30)")
     rescore.add_argument("--column-map", default=None, help="JSON object: file column -> canonical column")
     rescore.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    _scale_out_options(rescore)
     _server_option(rescore)
     rescore.set_defaults(func=cmd_rescore)
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
@@ -359,6 +402,16 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a `larev bench quality` results.json on e-SNLI: its wall time is esnli_full_minutes")
     speed_p.add_argument("--server", default="auto", help="Prefect API for the demo runs (see larev run --help)")
     speed_p.set_defaults(func=cmd_bench_speed)
+    scale_p = bench.add_parser("scale", help="score throughput in-process vs sharded on 1, 2, ... Dask workers; "
+                                             "scale.json")
+    scale_p.add_argument("--run", default=None,
+                         help="a finished run whose evaluators score (default: train a quick REV + LAREV demo run)")
+    scale_p.add_argument("--rows", type=int, default=20_000, help="rationale rows to score (default 20,000)")
+    scale_p.add_argument("--shard-rows", type=int, default=2_500, help="rows per shard (default 2,500)")
+    scale_p.add_argument("--workers", default="1,2", help="comma-separated LocalCluster sizes (default 1,2)")
+    scale_p.add_argument("--out", default="bench/scale", help="where scale.json and the rationale file go")
+    _server_option(scale_p)
+    scale_p.set_defaults(func=cmd_bench_scale)
     show = sub.add_parser("show", help="print a run's results")
     show.add_argument("run", help="the run directory")
     show.add_argument("--report", action="store_true", help="also print report.md")

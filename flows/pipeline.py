@@ -28,6 +28,7 @@ from tasks.larev import find_leakage_terms, make_environments, train_phi_la, tra
 from tasks.rora import (find_leaky_spans, make_counterfactuals, make_training_rationales, score_rora, score_rq_las,
                         train_infiller, train_input_model, train_rationale_only, train_rora_phi)
 from tasks.scoring import score_metric
+from tasks.sharding import ScaleOutConfig
 from tasks.training import train_model, train_tokenizer
 
 
@@ -54,6 +55,8 @@ class PipelineParams(BaseModel):
         None, description="a deployment of the larev-step flow on a GPU work pool (e.g. 'larev-step/larev-step-gpu'): "
                           "the GPU stages (training, IG, generation) run there; empty: every step runs in the "
                           "flow's own process. The worker must see the same artifact root (S3 or a shared disk)")
+    scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
+                                      description="shard the score steps over a Dask cluster (shard_rows > 0)")
 
 
 def source_digests(data: DataConfig) -> list[str]:
@@ -68,7 +71,18 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     """Train REV's two evaluators and LAREV's phi_LA; score the rationale variants (and a user file) on the test
     split with every metric."""
     store = ArtifactStore(params.artifact_root)
-    steps = StepRunner(store, gpu_deployment=params.gpu_deployment)
+    with StepRunner(store, gpu_deployment=params.gpu_deployment, scale_out=params.scale_out) as steps:
+        scores, models, diagnostics, refs = pipeline_steps(steps, store, params)
+    report = steps.run(summarise_scores, store, scores, f"larev run '{params.run_name}'", diagnostics,
+                       {k: v for k, v in models.items() if k.startswith("larev")})
+    publish(store, report["summary"], report["report"], name=params.run_name)
+    refs = {**refs, **models, **diagnostics, **report}
+    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))
+    return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
+
+
+def pipeline_steps(steps: StepRunner, store: ArtifactStore, params: PipelineParams) -> tuple[list, dict, dict, dict]:
+    """Every step before the report: (score refs, model refs, diagnostic tables, input refs)."""
     examples = steps.run(load_examples, store, params.data, source_digests(params.data))
     baselines = steps.run(make_baselines, store, examples, params.baselines, progress=params.progress)
     user = None
@@ -81,8 +95,9 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
                               params.train, progress=params.progress, step_label=f"train-{role}")
               for role in ("phi_base", "phi")}
     device, progress = params.train.device, params.progress
-    scores = [steps.run(score_metric, store, "rev", models["phi"], models["phi_base"], rationales, examples,
-                        baselines, params.baselines, params.score, device, progress=progress, step_label="score-rev")]
+    scores = [steps.score(score_metric, store, "rev", models["phi"], models["phi_base"], rationales=rationales,
+                          examples=examples, baselines=baselines, baseline_config=params.baselines,
+                          score=params.score, device=device, progress=progress, step_label="score-rev")]
     diagnostics = {}
     if params.larev.enabled:
         cfg = params.larev
@@ -97,9 +112,10 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
             models[name] = steps.run(train_phi_la, store, name, examples, envs, probe, tokenizer, params.model,
                                      cfg.la_train, cfg.objective_for(ablation), progress=progress,
                                      step_label=f"train-{name}")
-            scores.append(steps.run(score_metric, store, name, models[name], models["phi_base"], rationales,
-                                    examples, baselines, params.baselines, params.score, device,
-                                    progress=progress, step_label=f"score-{name}"))
+            scores.append(steps.score(score_metric, store, name, models[name], models["phi_base"],
+                                      rationales=rationales, examples=examples, baselines=baselines,
+                                      baseline_config=params.baselines, score=params.score, device=device,
+                                      progress=progress, step_label=f"score-{name}"))
         models["probe"] = probe
     if params.rora.enabled:
         rora_scores, rora_models, rora_tables = rora_steps(steps, store, params, examples, baselines, tokenizer,
@@ -107,13 +123,9 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
         scores += rora_scores
         models.update(rora_models)
         diagnostics.update(rora_tables)
-    report = steps.run(summarise_scores, store, scores, f"larev run '{params.run_name}'", diagnostics,
-                       {k: v for k, v in models.items() if k.startswith("larev")})
-    publish(store, report["summary"], report["report"], name=params.run_name)
-    refs = {"examples": examples, "baselines": baselines, "rationales": rationales, **models, **diagnostics,
-            **report, **({"tokenizer": tokenizer} if tokenizer else {})}
-    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))
-    return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
+    refs = {"examples": examples, "baselines": baselines, "rationales": rationales,
+            **({"tokenizer": tokenizer} if tokenizer else {})}
+    return scores, models, diagnostics, refs
 
 
 def rora_steps(steps: StepRunner, store: ArtifactStore, params: PipelineParams, examples, baselines, tokenizer,
@@ -151,8 +163,8 @@ def rora_steps(steps: StepRunner, store: ArtifactStore, params: PipelineParams, 
     models.update({f"rora_phi:{s}": r for s, r in phis.items()})
     models.update({f"proxy:{s}": r for s, r in proxies.items()})
     models.update({f"rationale_model:{s}": r for s, r in small.items()})
-    scores = [steps.run(score_rora, store, phis, theta, rationales, examples, params.score, device,
-                        progress=progress),
-              steps.run(score_rq_las, store, proxies, small, theta, rationales, examples, params.score, device,
-                        progress=progress)]
+    scores = [steps.score(score_rora, store, phis, theta, rationales=rationales, examples=examples,
+                          score=params.score, device=device, progress=progress),
+              steps.score(score_rq_las, store, proxies, small, theta, rationales=rationales, examples=examples,
+                          score=params.score, device=device, progress=progress)]
     return scores, models, tables

@@ -23,6 +23,7 @@ from larev.inbox import DEFAULT_PATTERNS, ledger_entry, new_files, output_name, 
 from storage import ArtifactStore
 from tasks.inbox import fetch, publish_inbox_report, quarantine, read_table, scan_inbox, write_table
 from tasks.reports import artifact_key
+from tasks.sharding import ScaleOutConfig
 
 
 class RescoreParams(BaseModel):
@@ -39,6 +40,8 @@ class RescoreParams(BaseModel):
                                                            "next scan (they may still be being written)")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     device: str = Field("auto", description="auto, cpu or cuda")
+    scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
+                                      description="shard large files over a Dask cluster (shard_rows > 0)")
 
 
 @flow(name="rescore-inbox", flow_run_name="rescore-{params.inbox}", log_prints=True)
@@ -56,7 +59,7 @@ def rescore_inbox(params: RescoreParams) -> dict:
                 local = fetch(params.inbox, file, tmp)
                 out = score_rationales(ScoreParams(run=params.run, rationales=local, name=output_name(file),
                                                    column_map=params.column_map, device=params.device,
-                                                   progress=False))
+                                                   progress=False, scale_out=params.scale_out))
             except InputError as exc:  # the file breaks the data contract: set it aside, go on with the others
                 moved = quarantine(params.inbox, file, str(exc))
                 entry = ledger_entry(file, "quarantined", output=moved, error=str(exc))

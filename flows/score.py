@@ -19,6 +19,7 @@ from tasks.export import RUN_FILE, export_run
 from tasks.reports import publish, summarise_scores
 from tasks.rora import score_rora, score_rq_las
 from tasks.scoring import score_metric
+from tasks.sharding import ScaleOutConfig
 
 
 class ScoreParams(BaseModel):
@@ -32,6 +33,9 @@ class ScoreParams(BaseModel):
     score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
     device: str = Field("auto", description="auto, cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
+    scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
+                                      description="shard large files over a Dask cluster (shard_rows > 0)")
+    refresh: bool = Field(False, description="recompute every step even where a cached result exists")
 
 
 def read_run(run_dir: str) -> dict:
@@ -50,24 +54,36 @@ def score_rationales(params: ScoreParams) -> dict:
     run = read_run(params.run)
     refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
     store = ArtifactStore(run["artifact_root"])
-    steps = StepRunner(store)
-    score_config = params.score or ScoreConfig(**run["params"]["score"])
-    baseline_config = BaselineConfig(**run["params"]["baselines"])
-    rationales = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales),
-                           refs["examples"], params.column_map or None)
-    metrics = {"rev": refs["phi"], **{k: v for k, v in refs.items() if k.startswith("larev")}}
-    scores = [steps.run(score_metric, store, metric, phi, refs["phi_base"], rationales, refs["examples"],
-                        refs["baselines"], baseline_config, score_config, params.device, progress=params.progress,
-                        step_label=f"score-{metric}") for metric, phi in metrics.items()]
-    if "theta" in refs:  # the run trained RORA: score RORA, RQ and LAS with the models of each training source
-        by_source = {kind: {k.split(":", 1)[1]: v for k, v in refs.items() if k.startswith(f"{kind}:")}
-                     for kind in ("rora_phi", "proxy", "rationale_model")}
-        scores.append(steps.run(score_rora, store, by_source["rora_phi"], refs["theta"], rationales,
-                                refs["examples"], score_config, params.device, progress=params.progress))
-        scores.append(steps.run(score_rq_las, store, by_source["proxy"], by_source["rationale_model"], refs["theta"],
-                                rationales, refs["examples"], score_config, params.device, progress=params.progress))
+    with StepRunner(store, scale_out=params.scale_out, refresh=params.refresh) as steps:
+        score_config = params.score or ScoreConfig(**run["params"]["score"])
+        baseline_config = BaselineConfig(**run["params"]["baselines"])
+        rationales = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales),
+                               refs["examples"], params.column_map or None)
+        scores = score_all(steps, refs, rationales, baseline_config, score_config, params.device, params.progress)
     report = steps.run(summarise_scores, store, scores, f"larev scores of {Path(params.rationales).name}")
     publish(store, report["summary"], report["report"], name=params.name)
     out = export_run(store, str(Path(params.run) / params.name), {"rationales": rationales, **report},
                      params.model_dump(mode="json"))
     return {"run_dir": out, "steps": steps.records}
+
+
+def score_all(steps: StepRunner, refs: dict[str, ArtifactRef], rationales: ArtifactRef,
+              baseline_config: BaselineConfig, score_config: ScoreConfig, device: str, progress: bool) -> list:
+    """Score refs for every metric the run trained: REV, each LAREV model, and RORA / RQ / LAS when the run
+    trained RORA (sources without their own models are scored with the gold-trained ones)."""
+    examples, store = refs["examples"], steps.store
+    metrics = {"rev": refs["phi"], **{k: v for k, v in refs.items() if k.startswith("larev")}}
+    scores = [steps.score(score_metric, store, metric, phi, refs["phi_base"], rationales=rationales,
+                          examples=examples, baselines=refs["baselines"], baseline_config=baseline_config,
+                          score=score_config, device=device, progress=progress, step_label=f"score-{metric}")
+              for metric, phi in metrics.items()]
+    if "theta" in refs:
+        by_source = {kind: {k.split(":", 1)[1]: v for k, v in refs.items() if k.startswith(f"{kind}:")}
+                     for kind in ("rora_phi", "proxy", "rationale_model")}
+        scores.append(steps.score(score_rora, store, by_source["rora_phi"], refs["theta"], rationales=rationales,
+                                  examples=examples, score=score_config, device=device, progress=progress,
+                                  step_label="score-rora"))
+        scores.append(steps.score(score_rq_las, store, by_source["proxy"], by_source["rationale_model"],
+                                  refs["theta"], rationales=rationales, examples=examples, score=score_config,
+                                  device=device, progress=progress, step_label="score-rq-las"))
+    return scores

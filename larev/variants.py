@@ -78,3 +78,23 @@ def combine_rationale_sets(variants_df: pl.DataFrame, user_df: pl.DataFrame) -> 
                          f"{clash['id'][0]!r}); rename those sources or leave the variants out",
                          file="<rationales>", column="source")
     return pl.concat([variants_df.select(columns), user_df.select(columns)])
+
+
+def bulk_rationales(examples: pl.DataFrame, n_rows: int, *, seed: int = 0, max_added_words: int = 4) -> pl.DataFrame:
+    """A large rationale file for load tests and scale-out benchmarks: n_rows rows (id, source, rationale) over
+    the examples' ids in turn, each the gold rationale followed by 0..max_added_words words drawn (seeded) from
+    the examples' rationales, under the source `model-<k>` for the k-th pass over the ids (so (id, source) is
+    unique)."""
+    import random
+
+    if examples.is_empty() or n_rows < 0:
+        raise ConfigError(f"bulk_rationales needs examples and n_rows >= 0 (got {examples.height} examples, "
+                          f"n_rows {n_rows})")
+    ids, golds = examples["id"].to_list(), examples["rationale"].to_list()
+    words = " ".join(golds).split() or ["word"]
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n_rows):
+        added = rng.choices(words, k=rng.randint(0, max_added_words))
+        rows.append((ids[i % len(ids)], f"model-{i // len(ids)}", " ".join([golds[i % len(ids)], *added])))
+    return pl.DataFrame(rows, schema={"id": pl.Utf8, "source": pl.Utf8, "rationale": pl.Utf8}, orient="row")

@@ -24,15 +24,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import CachePolicy
 from pydantic import BaseModel
 
-from larev.errors import LarevError
+from larev.errors import ConfigError, LarevError
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+
+if TYPE_CHECKING:
+    from tasks.sharding import ScaleOutConfig
 
 logger = logging.getLogger("larev.steps")
 
@@ -106,6 +109,38 @@ def current_step() -> StepContext:
     return ctx
 
 
+class StepFunction:
+    """What a larev task runs: the step function, called with the step's context (`current_step`) set.
+
+    Pickled by reference (module and name of the task), so a Dask worker imports the task's code instead of
+    receiving a copy of it (a closure over this module's context variable would not pickle at all).
+    """
+
+    def __init__(self, fn: Callable, step: str, version: str) -> None:
+        functools.update_wrapper(self, fn)  # name, docs, __wrapped__: Prefect reads the signature through it
+        self.step, self.version = step, version
+        self._signature = inspect.signature(fn)
+
+    def __call__(self, *args, **kwargs):
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        token = _CURRENT.set(StepContext(self.step, step_fingerprint(self.step, self.version, dict(bound.arguments))))
+        try:
+            return self.__wrapped__(*args, **kwargs)
+        finally:
+            _CURRENT.reset(token)
+
+    def __reduce__(self):
+        return _task_function, (self.__wrapped__.__module__, self.__wrapped__.__name__)
+
+
+def _task_function(module: str, name: str) -> StepFunction:
+    """The StepFunction of the larev task `module.name` (unpickling a StepFunction)."""
+    import importlib
+
+    return getattr(importlib.import_module(module), name).fn
+
+
 def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), gpu: bool = False, **task_options):
     """Declare a cached larev step: a Prefect task keyed by `ArtifactCachePolicy`, results persisted as JSON.
 
@@ -115,18 +150,7 @@ def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), gpu: bo
 
     def decorate(fn):
         version = code_version(fn, *code)
-        signature = inspect.signature(fn)
-
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            token = _CURRENT.set(StepContext(step, step_fingerprint(step, version, dict(bound.arguments))))
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _CURRENT.reset(token)
-
+        run = StepFunction(fn, step, version)
         options = {"name": step, "persist_result": True, "result_serializer": "json",
                    "task_run_name": f"{step}", **task_options}
         task_obj = task(run, cache_policy=ArtifactCachePolicy(step=step, version=version), **options)
@@ -217,9 +241,28 @@ class StepRunner:
     store: ArtifactStore
     records: list[StepRecord] = field(default_factory=list)
     gpu_deployment: str | None = None
+    scale_out: ScaleOutConfig | None = None  # score steps sharded over a Dask cluster when enabled
+    refresh: bool = False  # recompute every step (and overwrite its cache record) instead of reading the cache
 
     def __post_init__(self):
+        if self.refresh and self.gpu_deployment:
+            raise ConfigError("refresh cannot be combined with a gpu_deployment: the GPU pool's worker would "
+                              "still serve its steps from the cache")
         self._storage = result_storage_for(self.store)
+        self._sharding = None  # tasks.sharding.ShardedScoring, opened by the first sharded score step
+        self._shards: dict[str, list[ArtifactRef]] = {}  # rationale table digest -> its shards
+
+    def __enter__(self) -> "StepRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Shut down what the runner started (the Dask cluster of sharded scoring)."""
+        if self._sharding is not None:
+            self._sharding.close()
+            self._sharding = None
 
     def run(self, task_obj, *args, step_label: str | None = None, **kwargs):
         """Run `task_obj(*args, **kwargs)`; `step_label` names it in the summary (default: the task's name)."""
@@ -231,9 +274,7 @@ class StepRunner:
             remote = not self._has_cache_record(task_obj, arguments)  # a cached step is not sent anywhere
         if remote:
             self._run_on_gpu_pool(task_obj, label, arguments)
-        state = task_obj.with_options(result_storage=self._storage)(*args, return_state=True, **kwargs)
-        result = state.result()  # raises the task's exception when it failed
-        cached = state.name == "Cached"
+        result, cached = self._call(task_obj, *args, **kwargs)
         if remote and not cached:
             logger.warning("%s ran on the GPU pool, but its cache record is not visible here, so it ran again "
                            "in-process: do the worker and this flow share the artifact root %s?", label,
@@ -242,6 +283,54 @@ class StepRunner:
         self.records.append(StepRecord(label, cached and not remote, time.perf_counter() - started,
                                        where=self.gpu_deployment if remote and cached else "local"))
         return result
+
+    def _bound(self, task_obj):
+        """The task as this runner runs it: cache records in the store, recomputed when refreshing."""
+        refresh = {"refresh_cache": True} if self.refresh else {}
+        return task_obj.with_options(result_storage=self._storage, **refresh)
+
+    def _call(self, task_obj, *args, **kwargs) -> tuple[Any, bool]:
+        """Run the task in this process against the store's result storage: (result, served from cache)."""
+        state = self._bound(task_obj)(*args, return_state=True, **kwargs)
+        return state.result(), state.name == "Cached"  # result() raises the task's exception when it failed
+
+    def score(self, task_obj, *args, rationales: ArtifactRef, step_label: str | None = None, **kwargs):
+        """Run a score step over the `rationales` table: as one step (`run`), or, when `scale_out` is enabled,
+        mapped over shards of the table on a Dask cluster, the shard scores stacked in shard order."""
+        if not (self.scale_out and self.scale_out.enabled):
+            return self.run(task_obj, *args, rationales=rationales, step_label=step_label, **kwargs)
+        from tasks.sharding import ShardedScoring, concat_scores, split_rationales
+
+        started = time.perf_counter()
+        label = step_label or task_obj.name
+        if rationales.digest not in self._shards:
+            self._shards[rationales.digest] = self.run(split_rationales, self.store, rationales,
+                                                       self.scale_out.shard_rows, step_label="shards")
+        shards = self._shards[rationales.digest]
+        if self._sharding is None:
+            self._sharding = ShardedScoring(self.scale_out)
+        runner = self._sharding.runner
+        signature = inspect.signature(task_obj.fn)
+        mapped = self._bound(task_obj)
+        futures = []
+        for i, shard in enumerate(shards):
+            arguments = dict(signature.bind(*args, rationales=shard, **kwargs).arguments)
+            if "progress" in arguments:  # one bar per shard on a remote worker helps nobody
+                arguments["progress"] = False
+            futures.append(runner.submit(mapped.with_options(task_run_name=f"{label}[{i}]"), arguments))
+        for future in futures:
+            future.wait()
+        states = [future.state for future in futures]
+        failed = [(i, s) for i, s in enumerate(states) if not s.is_completed()]
+        if failed:
+            i, state = failed[0]
+            raise StepError(f"{label}: {len(failed)} of {len(shards)} shard(s) failed on {self.scale_out.where()}; "
+                            f"shard {i}: {state.name}: {state.message or ''}".rstrip(": "))
+        parts = [state.result() for state in states]
+        merged, merge_cached = self._call(concat_scores, self.store, parts)
+        cached = merge_cached and all(state.name == "Cached" for state in states)
+        self.records.append(StepRecord(label, cached, time.perf_counter() - started, where=self.scale_out.where()))
+        return merged
 
     def _has_cache_record(self, task_obj, arguments: dict[str, Any]) -> bool:
         from prefect.results import ResultStore, resolve_result_storage

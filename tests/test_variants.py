@@ -81,3 +81,18 @@ def test_combine_rationale_sets(examples, baselines):
     clash = user.with_columns(pl.lit("leaky").alias("source"))
     with pytest.raises(InputError, match=r"\['leaky'\] collide with built-in variants"):
         combine_rationale_sets(variants, clash)
+
+
+def test_bulk_rationales_cycle_the_ids_with_unique_sources_and_keep_each_gold_rationale():
+    from larev.variants import bulk_rationales
+
+    examples = pl.DataFrame({"id": ["a", "b"], "rationale": ["x y", "z"]})
+    bulk = bulk_rationales(examples, 5, seed=3)
+    assert bulk["id"].to_list() == ["a", "b", "a", "b", "a"]
+    assert bulk["source"].to_list() == ["model-0", "model-0", "model-1", "model-1", "model-2"]
+    assert bulk.select("id", "source").is_unique().all()
+    for gold, text in zip(["x y", "z", "x y", "z", "x y"], bulk["rationale"]):
+        assert text == gold or text.startswith(gold + " ")
+        assert set(text.split()) <= {"x", "y", "z"}
+    assert bulk.equals(bulk_rationales(examples, 5, seed=3))
+    assert bulk_rationales(examples, 0).height == 0

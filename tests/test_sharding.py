@@ -1,0 +1,103 @@
+"""Scale-out scoring: shards mapped over a Dask cluster (a LocalCluster the run starts, or an existing one by
+address) give the sequential run's scores, and a rerun is served from the shard cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from flows.pipeline import larev_pipeline
+from flows.scale_bench import compare_scores
+from flows.score import ScoreParams, score_rationales
+from larev.variants import bulk_rationales
+from tasks.sharding import ScaleOutConfig, shard_bounds
+from tests.test_flows import METRICS, tiny_params
+
+KEY = ["metric", "id", "source"]
+
+
+def test_shard_bounds_cover_every_row_once_in_order():
+    assert shard_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert shard_bounds(8, 4) == [(0, 4), (4, 8)]
+    assert shard_bounds(3, 100) == [(0, 3)]
+    assert shard_bounds(0, 5) == [(0, 0)]  # an empty file still gives one (empty) score table
+    with pytest.raises(ValueError, match="at least 1"):
+        shard_bounds(10, 0)
+
+
+def test_scale_out_config_is_validated_up_front():
+    assert not ScaleOutConfig().enabled
+    assert ScaleOutConfig(shard_rows=10).where() == "dask:local x2"
+    assert ScaleOutConfig(shard_rows=10, dask_address="tcp://10.0.0.5:8786").where() == "dask:tcp://10.0.0.5:8786"
+    with pytest.raises(ValueError, match="shard_rows is 0"):
+        ScaleOutConfig(dask_address="tcp://10.0.0.5:8786")
+    with pytest.raises(ValueError):
+        ScaleOutConfig(shard_rows=-1)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, prefect_harness):
+    root = tmp_path_factory.mktemp("sharding")
+    return root, larev_pipeline(tiny_params(root))
+
+
+def rationale_file(run: dict, path: Path, n_rows: int, seed: int = 0) -> Path:
+    """n_rows rationales over the run's test ids (larev.variants.bulk_rationales), written as Parquet."""
+    examples = pl.read_parquet(run["refs"]["examples"].uri).filter(pl.col("split") == "test")
+    bulk_rationales(examples, n_rows, seed=seed).write_parquet(path)
+    return path
+
+
+def sorted_scores(result) -> pl.DataFrame:
+    return pl.read_parquet(Path(result["run_dir"]) / "scores.parquet").sort(KEY)
+
+
+def assert_same_scores(sharded: pl.DataFrame, sequential: pl.DataFrame) -> float:
+    """Same rows, same predictions and leak flags, same log-probabilities up to float round-off; returns the
+    largest absolute difference of any log-probability or score."""
+    diff = compare_scores(sharded, sequential)
+    assert diff["same_rows"] and diff["same_predictions"], diff
+    assert diff["max_abs_diff"] <= 1e-5, f"sharded scores differ from the sequential ones by {diff['max_abs_diff']}"
+    return diff["max_abs_diff"]
+
+
+def test_dask_sharded_scoring_of_20000_rows_equals_the_sequential_scores(trained_run, tmp_path):
+    root, run = trained_run
+    path = rationale_file(run, tmp_path / "many.parquet", 20_000)
+    base = dict(run=run["run_dir"], rationales=str(path), progress=False)
+    sequential = score_rationales(ScoreParams(name="sequential", **base))
+    scale = ScaleOutConfig(shard_rows=4_000, dask_workers=2)
+    sharded = score_rationales(ScoreParams(name="sharded", scale_out=scale, **base))
+
+    seq, shd = sorted_scores(sequential), sorted_scores(sharded)
+    assert sorted(seq["metric"].unique()) == METRICS
+    assert seq.filter(pl.col("metric") == "rev").height == 20_000
+    gap = assert_same_scores(shd, seq)
+    print(f"largest |sharded - sequential| over 5 x 20,000 scores: {gap:.3g}")
+    records = {r.step: r for r in sharded["steps"]}
+    assert records["shards"].cached is False
+    for step in ("score-rev", "score-larev", "score-rora", "score-rq-las"):
+        assert records[step].where == "dask:local x2" and not records[step].cached
+
+    again = score_rationales(ScoreParams(name="sharded", scale_out=scale, **base))  # every shard from cache
+    assert all(r.cached for r in again["steps"]), [r.step for r in again["steps"] if not r.cached]
+    assert sorted_scores(again).equals(shd)
+
+
+def test_sharded_scoring_on_an_existing_cluster_by_address(trained_run, tmp_path):
+    from distributed import LocalCluster
+
+    root, run = trained_run
+    path = rationale_file(run, tmp_path / "few.parquet", 300, seed=1)
+    base = dict(run=run["run_dir"], rationales=str(path), progress=False)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        scale = ScaleOutConfig(shard_rows=128, dask_address=cluster.scheduler_address)
+        sharded = score_rationales(ScoreParams(name="by-address", scale_out=scale, **base))
+        # the flow only connected to the cluster: its worker is still there afterwards
+        assert len(cluster.scheduler_info["workers"]) == 1
+    sequential = score_rationales(ScoreParams(name="in-process", **base))
+    assert_same_scores(sorted_scores(sharded), sorted_scores(sequential))
+    assert {r.where for r in sharded["steps"] if r.step.startswith("score-")} == {
+        f"dask:{scale.dask_address}"}
