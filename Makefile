@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo server-stop test test-slow bench-quality bench-speed clean
+.PHONY: install demo server-stop test test-slow bench-quality bench-speed bench-scale clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ bench-quality: install
 ## speed ratios measured side by side (and the demo cold vs cached); results in bench/speed/speed.json
 bench-speed: install
 	$(BIN)/larev bench speed --out bench/speed --esnli-results bench/esnli/results.json
+
+## sharded scoring: 20,000 rationales in one process vs on 1 and 2 Dask workers, scores compared; bench/scale/scale.json
+bench-scale: install
+	$(BIN)/larev bench scale --rows 20000 --shard-rows 2500 --workers 1,2 --out bench/scale
 
 clean:
 	rm -rf .larev runs

@@ -52,3 +52,13 @@ def test_compose_runs_server_database_object_store_and_a_worker_per_pool():
     worker_env = services["cpu-worker"]["environment"]
     assert worker_env["PREFECT_API_URL"].startswith("http://prefect-server:4200")
     assert worker_env["AWS_ENDPOINT_URL"] == "http://minio:9000"
+
+
+def test_compose_dask_profile_gives_workers_the_prefect_api_and_the_artifact_store():
+    services = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())["services"]
+    scheduler, worker = services["dask-scheduler"], services["dask-worker"]
+    assert scheduler["profiles"] == worker["profiles"] == ["dask"]
+    assert "8786" in scheduler["command"] and "tcp://dask-scheduler:8786" in worker["command"]
+    # a sharded step reports to the Prefect server and reads the models from the shared store
+    assert worker["environment"]["PREFECT_API_URL"].startswith("http://prefect-server:4200")
+    assert worker["environment"]["AWS_ENDPOINT_URL"] == "http://minio:9000"
