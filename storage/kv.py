@@ -8,7 +8,8 @@ the store with its checksum sidecar. So
 
 never sends one prompt twice, across runs and machines sharing the store (local disk or S3). Keys are the
 sha256 hex digests `CachedGenerator` produces; anything but lower-case hex is refused. A damaged entry reads
-as missing (with a warning), so it is regenerated and overwritten.
+as missing (with a warning), so it is regenerated and overwritten; a store that cannot be reached (S3 failing
+after retries) raises `StoreIOError` instead of looking like a miss.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 from collections.abc import Iterator, MutableMapping
 
 from larev.errors import ArtifactError, ConfigError
-from storage.store import ArtifactStore, validate_key
+from storage.store import ArtifactStore, StoreIOError, validate_key
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class StoreMapping(MutableMapping[str, str]):
         path = self.key_path(key)
         try:
             obj = self.store.read_json(path)
+        except StoreIOError:  # the store is unreachable: not a missing entry (no regeneration, no probing again)
+            raise
         except ArtifactError as exc:
             if self.store.exists(path):
                 log.warning("cache entry %s is damaged (%s); treating it as missing", self.store.uri(path), exc)

@@ -21,8 +21,10 @@ Guarantees:
 - a directory artifact without `_MANIFEST.json` is an interrupted write and is never served;
   `get_dir` checks every file against the manifest.
 
-Errors: a missing or corrupt artifact raises `ArtifactError` naming its URI; a root that cannot work
-(not writable, under a regular file, unknown scheme) and an invalid key raise `ConfigError`.
+Errors: a missing or corrupt artifact raises `ArtifactError` naming its URI; S3 requests that still fail after
+botocore's retries (see storage/s3.py) raise `StoreIOError` (an ArtifactError) naming the URI; a root that cannot
+work (not writable, under a regular file, unknown scheme, a full disk or quota) and an invalid key raise
+`ConfigError`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import json
 import os
 import posixpath
 import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, is_dataclass
@@ -54,6 +57,37 @@ MANIFEST_FORMAT = "larev.dir-artifact/1"
 _CHUNK = 1 << 20
 _PARQUET_MAGIC = b"PAR1"
 _INCOMPLETE_HINT = "an interrupted write; rerun the step"
+#: errno values of a full disk or an exhausted quota (EDQUOT is missing on some platforms).
+_NO_SPACE = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+
+
+class StoreIOError(ArtifactError):
+    """The store could not read or write an artifact on S3 (after the client's retries): nothing to do with the
+    artifact's content, so readers must not take it for a missing or damaged artifact."""
+
+
+def _remote_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions of the S3 client stack that mean an I/O failure (botocore/aiohttp, imported lazily)."""
+    types: list[type[BaseException]] = [OSError]
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        types += [BotoCoreError, ClientError]
+    except ImportError:  # pragma: no cover - s3fs always brings botocore
+        pass
+    try:
+        from aiohttp import ClientError as AiohttpClientError
+
+        types.append(AiohttpClientError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(types)
+
+
+def _io_error(action: str, exc: BaseException) -> StoreIOError:
+    reason = str(exc).splitlines()[0] if str(exc) else ""
+    return StoreIOError(f"S3 request failed {action} after retries ({type(exc).__name__}: {reason}); check the "
+                        "endpoint and its health, then rerun (finished steps are reused)")
 
 
 # --------------------------------------------------------------------------------------------- hashing
@@ -325,7 +359,27 @@ class ArtifactStore:
         except OSError as exc:
             if exc.errno == errno.EROFS:
                 raise ConfigError(f"artifact root {self.root} is on a read-only filesystem") from exc
-            raise
+            if exc.errno in _NO_SPACE:
+                full = "disk quota exceeded" if exc.errno != errno.ENOSPC else "no space left on the device"
+                where = f" (at {exc.filename})" if exc.filename else ""
+                action = f"writing {uri}" if writing else f"copying {uri} to local disk"
+                raise ConfigError(f"{full}{where} while {action}: free some space (or raise the quota), or choose "
+                                  f"another --store than {self.root}") from exc
+            if self.is_local:
+                raise
+            raise _io_error(f"{'writing' if writing else 'reading'} {uri}", exc) from exc
+        except _remote_error_types() as exc:  # botocore/aiohttp errors s3fs does not translate to OSError
+            if self.is_local:
+                raise
+            raise _io_error(f"{'writing' if writing else 'reading'} {uri}", exc) from exc
+
+    def _isfile(self, path: str) -> bool:
+        """Like `fs.isfile`, but only a missing path gives False: an I/O failure (S3 unreachable after retries)
+        raises, so callers inside `_errors` report it instead of taking the artifact for absent."""
+        try:
+            return self.fs.info(path)["type"] == "file"
+        except (FileNotFoundError, NotADirectoryError):
+            return False
 
     # -- file artifacts
 
@@ -357,7 +411,14 @@ class ArtifactStore:
             if self.is_local and os.path.isdir(path):
                 raise ArtifactError(f"cannot write {self.uri(key)}: a directory artifact is there")
             self._put(path, bytes(data))
-            self._put(path + SIDECAR_SUFFIX, f"{sha256_bytes(data)}  {posixpath.basename(key)}\n".encode())
+            try:
+                self._put(path + SIDECAR_SUFFIX, f"{sha256_bytes(data)}  {posixpath.basename(key)}\n".encode())
+            except BaseException:
+                if self.is_local:  # leave no file without its (matching) checksum behind
+                    for p in (path, path + SIDECAR_SUFFIX):
+                        with contextlib.suppress(OSError):
+                            os.unlink(p)
+                raise
         return self.uri(key)
 
     def read_bytes(self, key: str, *, verify: bool = True) -> bytes:
@@ -368,6 +429,8 @@ class ArtifactStore:
         try:
             with self._errors(key):
                 data = self.fs.cat_file(path)
+        except StoreIOError:
+            raise
         except (ArtifactError, IsADirectoryError) as exc:
             if self.fs.isdir(path):
                 raise ArtifactError(f"{uri} is a directory artifact, not a file: use get_dir") from exc
@@ -385,6 +448,8 @@ class ArtifactStore:
         try:
             with self._errors(key):
                 text = self.fs.cat_file(self._path(key) + SIDECAR_SUFFIX).decode("utf-8", "replace")
+        except StoreIOError:
+            raise
         except ArtifactError:
             return None
         digest = text.split()[0] if text.split() else ""
@@ -434,6 +499,63 @@ class ArtifactStore:
             return pl.read_parquet(io.BytesIO(data))
         except Exception as exc:  # polars/arrow raise several types for a damaged file
             raise ArtifactError(f"cannot read Parquet {uri}: {exc}") from exc
+
+    def put_file(self, local_file: str | os.PathLike[str], key: str) -> tuple[str, str]:
+        """Store a local file as the file artifact `key`, streamed (never whole in memory), then its sha256
+        sidecar; return (URI, sha256). Local roots write a temporary sibling and rename it into place; S3 uploads
+        one object (multipart when large)."""
+        key = self._as_key(key)
+        path = self._path(key)
+        if not os.path.isfile(local_file):
+            raise ArtifactError(f"put_file: {local_file} is not a file")
+        self._ensure_root()
+        with self._errors(key, writing=True):
+            if self.is_local:
+                if os.path.isdir(path):
+                    raise ArtifactError(f"cannot write {self.uri(key)}: a directory artifact is there")
+                parent, name = os.path.split(path)
+                os.makedirs(parent, exist_ok=True)
+                tmp = os.path.join(parent, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name[:100]}")
+                try:
+                    with open(local_file, "rb") as fin, open(tmp, "wb") as fout:
+                        _, digest = _copy_hashing(fin, fout)
+                        fout.flush()
+                        os.fsync(fout.fileno())
+                    os.replace(tmp, path)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                    raise
+            else:
+                digest = sha256_file(local_file)
+                self.fs.put_file(os.fspath(local_file), path)
+            self._put(path + SIDECAR_SUFFIX, f"{digest}  {posixpath.basename(key)}\n".encode())
+        return self.uri(key), digest
+
+    @contextlib.contextmanager
+    def local_copy(self, key_or_uri: str, *, verify: bool = True) -> Iterator[Path]:
+        """A local path holding the file artifact, checked against its sha256 sidecar without reading it into
+        memory: the artifact itself under a local root (do not modify it), else a temporary download that is
+        deleted when the block ends."""
+        key = self._as_key(key_or_uri)
+        path = self._path(key)
+        uri = self.uri(key)
+        expected = self._read_sidecar(key) if verify else None
+        with tempfile.TemporaryDirectory(prefix="larev-") as tmp:
+            if self.is_local:
+                local = Path(path)
+                if local.is_dir():
+                    raise ArtifactError(f"{uri} is a directory artifact, not a file: use get_dir")
+                if not local.is_file():
+                    raise ArtifactError(f"artifact not found: {uri}")
+            else:
+                local = Path(tmp) / posixpath.basename(key)
+                with self._errors(key):
+                    self.fs.get_file(path, os.fspath(local))
+            if expected is not None and sha256_file(local) != expected:
+                raise ArtifactError(f"checksum mismatch for {uri}: the file changed after it was written "
+                                    "or its write was interrupted; rerun the step")
+            yield local
 
     # -- directory artifacts
 
@@ -501,6 +623,8 @@ class ArtifactStore:
         try:
             with self._errors(key):
                 raw = self.fs.cat_file(posixpath.join(path, MANIFEST_NAME))
+        except StoreIOError:
+            raise
         except (ArtifactError, NotADirectoryError) as exc:
             if self.fs.isfile(path):
                 raise ArtifactError(f"{uri} is a file artifact, not a directory") from exc
@@ -564,12 +688,12 @@ class ArtifactStore:
         """True when a complete artifact is at `key`: a file, or a directory with its manifest.
 
         An incomplete directory (no manifest) and a mere prefix (`step/fingerprint`) give False;
-        use `ls` for prefixes.
+        use `ls` for prefixes. A store that cannot be reached raises (StoreIOError on S3) rather than giving False.
         """
         key = self._as_key(key)
         path = self._path(key)
         with self._errors(key):
-            return bool(self.fs.isfile(path) or self.fs.isfile(posixpath.join(path, MANIFEST_NAME)))
+            return self._isfile(path) or self._isfile(posixpath.join(path, MANIFEST_NAME))
 
     def ls(self, prefix: str = "") -> list[str]:
         """Sorted keys directly under `prefix` (the root when empty): files and directories, without
@@ -579,6 +703,10 @@ class ArtifactStore:
             entries = self.fs.ls(path, detail=False)
         except FileNotFoundError:
             return []
+        except _remote_error_types() as exc:
+            if self.is_local:
+                raise
+            raise _io_error(f"listing s3://{path}", exc) from exc
         base = self._base.rstrip("/") + "/"
         keys = []
         for entry in entries:
@@ -607,7 +735,7 @@ class ArtifactStore:
                 return True
             found = False
             for p in (path, path + SIDECAR_SUFFIX):
-                if self.fs.isfile(p):
+                if self._isfile(p):
                     self.fs.rm_file(p)
                     found = True
             return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -14,8 +15,10 @@ import pytest
 import storage.store as store_mod
 from larev.errors import ArtifactError, ConfigError
 from storage import ArtifactStore, fingerprint, sha256_bytes
-from storage.store import MANIFEST_NAME
-from tests.s3server import S3Server
+from storage.kv import StoreMapping
+from storage.s3 import S3_RETRIES, s3_filesystem_options
+from storage.store import MANIFEST_NAME, StoreIOError
+from tests.s3server import FaultyS3Proxy, S3Server, fail_always, fail_next
 
 DF = pl.DataFrame({
     "id": [1, 2, 3],
@@ -153,11 +156,62 @@ def test_atomic_write_crash_s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPa
         raise OSError("simulated crash during PUT")
 
     monkeypatch.setattr(st.fs, "pipe_file", crash)
-    with pytest.raises(OSError, match="simulated crash"):
+    with pytest.raises(StoreIOError, match="writing s3://.*/s/new.parquet after retries .*simulated crash"):
         st.write_parquet("s/new.parquet", DF)
     monkeypatch.undo()
     assert not st.exists("s/new.parquet")
     assert s3_server.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+@pytest.mark.parametrize("failing_fsync", [1, 2], ids=["data", "sidecar"])
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT], ids=["ENOSPC", "EDQUOT"])
+def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       code: int, failing_fsync: int) -> None:
+    st = ArtifactStore(tmp_path / "store")
+    st.write_text("s/old.txt", "old")
+    calls = []
+    real_fsync = os.fsync
+
+    def full_disk(fd: int) -> None:  # the data reached the temp file; the device refuses to keep it
+        calls.append(fd)
+        if len(calls) == failing_fsync:
+            raise OSError(code, os.strerror(code))
+        real_fsync(fd)
+
+    monkeypatch.setattr(store_mod.os, "fsync", full_disk)
+    uri = st.uri("s/new.parquet")
+    full = "no space left on the device" if code == errno.ENOSPC else "disk quota exceeded"
+    with pytest.raises(ConfigError, match=f"{full} while writing {uri}: free some space .*another --store"):
+        st.write_parquet("s/new.parquet", DF)
+    monkeypatch.undo()
+    assert len(calls) == failing_fsync
+    assert not st.exists("s/new.parquet")
+    with pytest.raises(ArtifactError, match="not found"):
+        st.read_parquet("s/new.parquet")
+    # no data, no sidecar, no temporary file: only the earlier artifact
+    assert sorted(p.name for p in (tmp_path / "store" / "s").iterdir()) == ["old.txt", "old.txt.sha256"]
+    assert st.read_text("s/old.txt") == "old"
+
+
+def test_full_disk_in_dir_artifacts(store: ArtifactStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = make_model_dir(tmp_path / "model")
+
+    def full_disk(fin, fout):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if store.is_local:  # writing the directory artifact fills the disk
+        monkeypatch.setattr(store_mod, "_copy_hashing", full_disk)
+        with pytest.raises(ConfigError, match=f"no space left .* while writing {store.uri('m')}: free some space"):
+            store.put_dir(src, "m")
+        monkeypatch.undo()
+        assert not store.exists("m") and list((tmp_path / "store").iterdir()) == []  # no temporary directory
+    else:  # downloading an S3 directory artifact into the local cache fills the local disk
+        store.put_dir(src, "m")
+        monkeypatch.setattr(store_mod, "_copy_hashing", full_disk)
+        with pytest.raises(ConfigError, match=f"no space left .* while copying {store.uri('m')} to local disk"):
+            store.get_dir("m", local_cache_dir=tmp_path / "cache")
+        monkeypatch.undo()
+        assert list((tmp_path / "cache").iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------- directory artifacts
@@ -260,7 +314,7 @@ def test_put_dir_interrupted(store: ArtifactStore, tmp_path: Path, monkeypatch: 
         return real_copy(fin, fout)
 
     monkeypatch.setattr(store_mod, "_copy_hashing", crash_on_third)
-    with pytest.raises(OSError, match="simulated crash"):
+    with pytest.raises(OSError if store.is_local else StoreIOError, match="simulated crash"):
         store.put_dir(src, "train/f/model")
     monkeypatch.undo()
     assert not store.exists("train/f/model")
@@ -409,3 +463,120 @@ def test_fingerprint_and_hashes() -> None:
     with pytest.raises(TypeError):
         fingerprint(object())
     assert sha256_bytes(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+# ------------------------------------------------------------------------- S3 faults (a proxy in front of moto)
+
+
+@pytest.fixture
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No waiting between botocore's retries: the tests count retries, they need not sit through the backoff."""
+    from botocore.retries.standard import ExponentialBackoff
+
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
+
+
+def proxied_store(s3_server: S3Server, proxy: FaultyS3Proxy, bucket: str) -> ArtifactStore:
+    """A store on `bucket` that reaches the S3 server through the proxy (endpoint in storage_options)."""
+    return ArtifactStore(f"s3://{bucket}/runs", storage_options=S3Server(proxy.endpoint_url).storage_options())
+
+
+def test_s3_retry_options() -> None:
+    assert s3_filesystem_options(None)["config_kwargs"] == {"retries": {"mode": "standard", "total_max_attempts": 6}}
+    mine = {"config_kwargs": {"retries": {"mode": "adaptive", "max_attempts": 2}, "read_timeout": 5}}
+    assert s3_filesystem_options(mine)["config_kwargs"] == mine["config_kwargs"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_MAX_ATTEMPTS", "3")  # botocore reads it when no retries are configured
+        assert "retries" not in s3_filesystem_options(None).get("config_kwargs", {})
+
+
+def test_s3_transient_errors_are_retried(s3_server: S3Server) -> None:
+    """503 SlowDown twice per request (fewer than the 6 attempts), real botocore backoff: the store never notices."""
+    bucket = s3_server.new_bucket()
+    with FaultyS3Proxy(s3_server.endpoint_url, fail_next(2)) as proxy:
+        st = proxied_store(s3_server, proxy, bucket)
+        st.write_bytes("a/data.bin", b"payload")
+        assert st.fs.s3.meta.config.retries == S3_RETRIES
+        # botocore's own retries ("attempt=3; max=6"), not a second try by s3fs (which would start at attempt=1)
+        assert [(r.method, r.status, r.headers.get("amz-sdk-request", "").split(";")[0]) for r in proxy.requests] == [
+            ("PUT", 503, "attempt=1"), ("PUT", 503, "attempt=2"), ("PUT", 200, "attempt=3"), ("PUT", 200, "attempt=1")]
+        assert proxy.requests[0].path == proxy.requests[2].path == f"/{bucket}/runs/a/data.bin"
+        assert proxy.requests[2].headers["amz-sdk-request"] == "attempt=3; max=6"
+        proxy.fail = fail_next(2)
+        assert st.read_bytes("a/data.bin") == b"payload"
+        assert len(proxy.failed) == 4
+    body = s3_server.client().get_object(Bucket=bucket, Key="runs/a/data.bin")["Body"].read()
+    assert body == b"payload"
+
+
+def test_s3_transient_errors_in_dir_artifacts(s3_server: S3Server, tmp_path: Path, fast_backoff: None) -> None:
+    bucket = s3_server.new_bucket()
+    src = make_model_dir(tmp_path / "model")
+    with FaultyS3Proxy(s3_server.endpoint_url, fail_next(3)) as proxy:
+        st = proxied_store(s3_server, proxy, bucket)
+        st.put_dir(src, "train/f/model")
+        proxy.fail = fail_next(3)
+        got = st.get_dir("train/f/model", local_cache_dir=tmp_path / "cache")
+        assert len(proxy.failed) == 6
+    assert {k: v for k, v in files_of(got).items() if k != MANIFEST_NAME} == files_of(src)
+
+
+@pytest.mark.parametrize(("status", "code"), [(503, "SlowDown"), (500, "InternalError")])
+def test_s3_persistent_errors_fail_clearly_and_leave_nothing(s3_server: S3Server, fast_backoff: None,
+                                                             status: int, code: str) -> None:
+    bucket = s3_server.new_bucket()
+    with FaultyS3Proxy(s3_server.endpoint_url, fail_always, status=status, code=code, message="injected") as proxy:
+        st = proxied_store(s3_server, proxy, bucket)
+        with pytest.raises(StoreIOError, match=rf"S3 request failed writing s3://{bucket}/runs/a/new\.bin after "
+                                               r"retries \(OSError: .*injected\); check the endpoint") as info:
+            st.write_bytes("a/new.bin", b"payload")
+        assert isinstance(info.value, ArtifactError)
+        attempts = S3_RETRIES["total_max_attempts"]
+        assert len(proxy.requests) == len(proxy.failed) > attempts - 1
+        # every botocore call made all its attempts; s3fs calls again only on SlowDown (its own 5 tries)
+        assert len(proxy.failed) == (5 * attempts if code == "SlowDown" else attempts)
+        assert {r.path for r in proxy.requests} == {f"/{bucket}/runs/a/new.bin"}
+        proxy.fail = None  # the endpoint recovers: nothing was left that a read would trust
+        assert not st.exists("a/new.bin")
+        with pytest.raises(ArtifactError, match="not found"):
+            st.read_bytes("a/new.bin")
+    assert s3_server.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+def test_s3_persistent_errors_on_read_are_not_a_missing_artifact(s3_server: S3Server, fast_backoff: None) -> None:
+    bucket = s3_server.new_bucket()
+    key = "c" * 64
+    with FaultyS3Proxy(s3_server.endpoint_url) as proxy:
+        st = proxied_store(s3_server, proxy, bucket)
+        st.write_bytes("a/data.bin", b"payload")
+        cache = StoreMapping(st, "llm-cache")
+        cache[key] = "value"
+        proxy.fail = fail_always
+        with pytest.raises(StoreIOError, match=f"reading s3://{bucket}/runs/a/data.bin after retries"):
+            st.read_bytes("a/data.bin")
+        with pytest.raises(StoreIOError, match="reading .*after retries"):
+            st.exists("a/data.bin")
+        with pytest.raises(StoreIOError):  # an unreachable prompt cache is not a cache miss
+            cache[key]
+        with pytest.raises(StoreIOError, match=f"listing s3://{bucket}/runs/a after retries"):
+            st.ls("a")
+        proxy.fail = None
+        assert st.read_bytes("a/data.bin") == b"payload" and cache[key] == "value"
+
+
+def test_s3_put_dir_failing_before_its_manifest_is_never_served(s3_server: S3Server, tmp_path: Path,
+                                                               fast_backoff: None) -> None:
+    bucket = s3_server.new_bucket()
+
+    def manifest_fails(number: int, method: str, path: str) -> bool:
+        return method == "PUT" and path.split("?")[0].endswith(f"/{MANIFEST_NAME}")
+
+    with FaultyS3Proxy(s3_server.endpoint_url, manifest_fails) as proxy:
+        st = proxied_store(s3_server, proxy, bucket)
+        with pytest.raises(StoreIOError, match=f"writing s3://{bucket}/runs/train/f/model after retries"):
+            st.put_dir(make_model_dir(tmp_path / "model"), "train/f/model")
+        assert proxy.failed and len(proxy.requests) > len(proxy.failed)  # the files went up, the manifest did not
+        proxy.fail = None
+        assert not st.exists("train/f/model")
+        with pytest.raises(ArtifactError, match=r"incomplete artifact .*train/f/model \(no manifest\)"):
+            st.get_dir("train/f/model", local_cache_dir=tmp_path / "cache")
