@@ -71,6 +71,17 @@ def as_data(text: str, tag: str = "text") -> str:
                   text, flags=re.IGNORECASE)
 
 
+def describe_failure(exc: BaseException | None) -> str:
+    """A failed request's error on one line, with any API key from the environment redacted."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    for variable in API_KEY_VARIABLES:
+        key = os.environ.get(variable)
+        if key:
+            text = text.replace(key, "<redacted>")
+    return text
+
+
+
 class GenerationError(LarevError):
     """A generation request that failed for good (after retries for transient errors)."""
 
@@ -236,7 +247,8 @@ class HFSeq2SeqGenerator:
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         return (AutoTokenizer.from_pretrained(self.model, local_files_only=local_only),
-                AutoModelForSeq2SeqLM.from_pretrained(self.model, local_files_only=local_only))
+                # safetensors weights only: a pickled pytorch_model.bin is refused, never unpickled
+                AutoModelForSeq2SeqLM.from_pretrained(self.model, local_files_only=local_only, use_safetensors=True))
 
     def _load_error(self, exc: Exception) -> ConfigError:
         return ConfigError(

@@ -16,8 +16,9 @@ from larev.baselines.qa import (NO, YES, HFQuestionConverter, LLMQuestionConvert
                                 normalise_answer)
 from larev.config import BaselineConfig
 from larev.errors import ConfigError, InputError
-from larev.llm import HFSeq2SeqGenerator, Rewritten
+from larev.llm import GenerationError, HFSeq2SeqGenerator, Rewritten
 from larev.schema import NLI_LABELS, validate_examples
+from tests.fake_gemini import KEY, gemini  # noqa: F401  (the loopback server fixture)
 
 PREMISE, HYPOTHESIS = "A dog running in the surf.", "A dog is at the beach."
 
@@ -116,6 +117,60 @@ def test_llm_paraphraser_delimits_data_and_validates():
 def test_llm_paraphraser_falls_back_to_the_template(reply):
     (out,) = LLMParaphraser(FakeLLM(lambda p: reply)).paraphrase(ITEMS[:1])
     assert out.text == ITEMS[0].template and out.backend == FALLBACK == "fallback:template"
+
+
+def _failing_for(marker: str, secret: str, reply: str):
+    """A FakeLLM reply function that raises GenerationError (quoting `secret`) on prompts containing `marker`."""
+    def reply_to(prompt: str) -> str:
+        if marker in prompt:
+            raise GenerationError(f"Gemini model 'fake': gave up after 5 attempts; last error: HTTP 429 key={secret}")
+        return reply
+    return reply_to
+
+
+def test_llm_paraphraser_falls_back_to_the_template_when_requests_fail(monkeypatch, caplog):
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    items = [ITEMS[0], ITEMS[3], ITEMS[6]]  # the 'surf' premise fails, the other two get a reply
+    llm = FakeLLM(_failing_for("surf", KEY, "A rewritten sentence that is long enough to pass."))
+    with caplog.at_level("WARNING", logger="larev.baselines.nli"):
+        out = LLMParaphraser(llm).paraphrase(items)
+    assert out[0] == Rewritten(items[0].template, FALLBACK)
+    assert [r.backend for r in out[1:]] == ["llm:fake", "llm:fake"]
+    assert "llm:fake: 1 of 3 requests failed" in caplog.text and "HTTP 429" in caplog.text
+    assert "'fallback:template'" in caplog.text and KEY not in caplog.text and "<redacted>" in caplog.text
+
+
+def test_llm_question_converter_falls_back_to_rules_when_requests_fail(monkeypatch, caplog):
+    monkeypatch.setenv("GOOGLE_API_KEY", KEY)
+    items = [QAItem("Where can personal mushrooms be kept fresh?", "refrigerator"),
+             QAItem("What would you use to cut paper?", "scissors")]
+    llm = FakeLLM(_failing_for("mushrooms", KEY, "You would use scissors to cut paper."))
+    with caplog.at_level("WARNING", logger="larev.baselines.qa"):
+        out = LLMQuestionConverter(llm).convert(items)
+    assert out == [Rewritten("Personal mushrooms can be kept fresh in the refrigerator.", "fallback:rules:where"),
+                   Rewritten("You would use scissors to cut paper.", "llm:fake")]
+    assert "llm:fake: 1 of 2 requests failed" in caplog.text and "fallback:rules" in caplog.text
+    assert KEY not in caplog.text
+
+
+@pytest.mark.parametrize("status", [429, 500])
+def test_build_baselines_fall_back_when_gemini_retries_are_exhausted(gemini, caplog, status):
+    """Through the real Gemini client against the loopback server: every request fails after its retries."""
+    gemini.responder = lambda request: (status, None, 0.0)
+    client = gemini.client(max_retries=1)
+    with caplog.at_level("WARNING"):
+        nli = build_baselines(_nli_examples(), BaselineConfig(paraphrase="llm"), generator=client, progress=False)
+        qa = build_baselines(_qa_examples(), BaselineConfig(qa_converter="llm"), generator=client, progress=False)
+    assert len(gemini.requests) == 2 * (3 + 2)  # one retry per row
+    assert nli["baseline"].to_list() == build_baselines(_nli_examples(), BaselineConfig(paraphrase="none"),
+                                                        progress=False)["baseline"].to_list()
+    assert set(nli["baseline_backend"]) == {"fallback:template"}
+    assert qa.rows() == [
+        ("q1", "Personal mushrooms can be kept fresh in the refrigerator.", "fallback:rules:where"),
+        ("q2", "You would use scissors to cut paper.", "fallback:rules:what"),
+    ]
+    assert "3 of 3 requests failed" in caplog.text and "2 of 2 requests failed" in caplog.text
+    assert f"HTTP {status}" in caplog.text and KEY not in caplog.text
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from larev.data.files import load_examples_file, load_rationales_file, read_table
+from larev.data.sources import DataConfig, load_data
 from larev.errors import InputError
 from larev.schema import EXAMPLE_SCHEMA
 
@@ -234,6 +236,149 @@ def test_contract_errors_name_the_file_row_and_column(tmp_path):
     err = _raises("unknown label 'maybe'", load_examples_file, path, task="nli", split="test",
                   column_map={"explanation": "rationale"})
     assert (err.file, err.row, err.column) == (str(path), 1, "label")
+
+
+# ---- contract errors: each message names the file, and the row and column where they apply ----------------
+
+def _raises_at(path: Path, row: int | None, column: str | None, problem: str, fn, *args, **kw) -> InputError:
+    """The InputError of fn(*args, **kw), whose message must read '<path>: row R, column 'C': <problem...>'."""
+    where = ", ".join(([f"row {row}"] if row is not None else []) + ([f"column '{column}'"] if column else []))
+    err = _raises("^" + re.escape(f"{path}: {where}: ") + problem, fn, *args, **kw)
+    assert (err.file, err.row, err.column) == (str(path), row, column)
+    return err
+
+
+def _nli_examples(tmp_path: Path) -> pl.DataFrame:
+    return load_examples_file(_write_jsonl(tmp_path / "ex.jsonl", NLI_ROWS), task="nli", split="test",
+                              column_map={"explanation": "rationale"})
+
+
+def _nli_row(i: int, **extra) -> dict:
+    row = {k: v for k, v in NLI_ROWS[i % 2].items() if k != "explanation"}
+    return {**row, "id": f"n{i + 1}", "rationale": NLI_ROWS[i % 2]["explanation"], **extra}
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_rationales_file_missing_a_required_column(tmp_path, suffix):
+    path = tmp_path / f"r{suffix}"
+    frame = pl.DataFrame({"id": ["n1", "n2"], "rationale": ["a", "b"]})
+    frame.write_csv(path) if suffix == ".csv" else frame.write_ndjson(path)
+    _raises_at(path, None, "source",
+               re.escape("missing required column(s) ['source']; the file has columns ['id', 'rationale']"),
+               load_rationales_file, path, _nli_examples(tmp_path))
+
+
+def test_columns_outside_the_contract_are_dropped_and_logged(tmp_path, caplog):
+    examples_path = _write_jsonl(tmp_path / "ex.jsonl", [{**r, "annotator": "x"} for r in NLI_ROWS])
+    path = tmp_path / "r.csv"
+    pl.DataFrame({"id": ["n1", "n2"], "source": ["gpt"] * 2, "rationale": ["a", "b"], "temperature": ["0", "1"],
+                  "notes": ["", "?"]}).write_csv(path)
+    with caplog.at_level(logging.INFO, logger="larev.schema"):
+        examples = load_examples_file(examples_path, task="nli", split="test", column_map={"explanation": "rationale"})
+        df = load_rationales_file(path, examples)
+    assert list(df.columns) == ["id", "source", "rationale", "label"] and df.height == 2
+    assert list(examples.columns) == list(EXAMPLE_SCHEMA)
+    assert f"{path}: ignoring column(s) outside the data contract: ['temperature', 'notes']" in caplog.text
+    assert f"{examples_path}: ignoring column(s) outside the data contract: ['annotator']" in caplog.text
+
+
+@pytest.mark.parametrize("suffix, value", [(".jsonl", None), (".jsonl", ""), (".jsonl", " \t\n "), (".csv", ""),
+                                           (".csv", "   "), (".parquet", None), (".parquet", " ")])
+def test_null_or_blank_rationale_in_a_rationales_file(tmp_path, suffix, value):
+    path = tmp_path / f"r{suffix}"
+    frame = pl.DataFrame({"id": ["n1", "n2"], "source": ["gpt"] * 2, "rationale": ["fine", value]},
+                         schema={"id": pl.String, "source": pl.String, "rationale": pl.String})
+    {".jsonl": frame.write_ndjson, ".csv": frame.write_csv, ".parquet": frame.write_parquet}[suffix](path)
+    _raises_at(path, 1, "rationale", "null or empty rationale$", load_rationales_file, path, _nli_examples(tmp_path))
+
+
+def test_qa_label_not_among_the_choices(tmp_path):
+    path = _write_jsonl(tmp_path / "qa.jsonl", [QA_ROWS[0], {**QA_ROWS[1], "label": "knife"}])
+    _raises_at(path, 1, "label", re.escape("label 'knife' is not one of the row's choices ['spoon', 'scissors']"),
+               load_examples_file, path, task="qa")
+
+
+@pytest.mark.parametrize("task", ["nli", "qa"])
+def test_rationale_label_outside_the_rows_label_set(tmp_path, task):
+    if task == "nli":
+        examples, labels, bad = _nli_examples(tmp_path), ["entailment", "maybe"], "maybe"
+    else:
+        examples = load_examples_file(_write_jsonl(tmp_path / "ex.jsonl", QA_ROWS), task="qa")
+        labels, bad = ["fridge", "oven"], "oven"  # 'oven' is a choice of q1, not of q2
+    ids = examples["id"].to_list()
+    path = tmp_path / "r.csv"
+    pl.DataFrame({"id": ids, "source": ["gpt"] * 2, "rationale": ["a", "b"], "label": labels}).write_csv(path)
+    _raises_at(path, 1, "label", re.escape(f"label {bad!r} is outside the label set of example {ids[1]!r}"),
+               load_rationales_file, path, examples)
+
+
+def test_duplicate_ids_in_an_examples_file(tmp_path):
+    path = tmp_path / "ex.csv"
+    pl.DataFrame([_nli_row(0), _nli_row(1), {**_nli_row(2), "id": "n1"}]).write_csv(path)
+    _raises_at(path, 2, "id", re.escape("duplicate id='n1' (rows [0, 2])"), load_examples_file, path, task="nli",
+               split="test")
+
+
+def _nli_file(path: Path, ids: list[str]) -> str:
+    _write_jsonl(path, [{**_nli_row(i), "id": id_} for i, id_ in enumerate(ids)])
+    return str(path)
+
+
+def test_train_test_id_overlap(tmp_path):
+    train = _nli_file(tmp_path / "train.jsonl", ["a", "b", "c", "d"])
+    test = _nli_file(tmp_path / "test.jsonl", ["x", "c", "y"])
+    config = DataConfig(source="files", task="nli", train=train, test=test)
+    _raises_at(Path(test), None, "id", re.escape("id 'c' appears in both the train and the test data"),
+               load_data, config)
+
+
+def test_train_validation_id_overlap_names_the_validation_file(tmp_path):
+    train = _nli_file(tmp_path / "train.jsonl", ["a", "b", "c"])
+    validation = _nli_file(tmp_path / "val.jsonl", ["v", "b"])
+    test = _nli_file(tmp_path / "test.jsonl", ["x"])
+    config = DataConfig(source="files", task="nli", train=train, test=test, validation=validation)
+    err = _raises("id 'b'", load_data, config)
+    assert err.file != test and "validation" in str(err)
+
+
+@pytest.mark.parametrize("task", [None, "nli"])
+def test_mixed_tasks_in_one_examples_file(tmp_path, task):
+    qa = {k: v for k, v in QA_ROWS[0].items() if k != "split"}
+    path = _write_jsonl(tmp_path / "mixed.jsonl", [{**_nli_row(0), "task": "nli"}, {**_nli_row(1), "task": "nli"},
+                                                   {**qa, "task": "qa"}])
+    _raises_at(path, 2, "task", re.escape("mixed tasks ['nli', 'qa'] in one file"), load_examples_file, path,
+               task=task, split="test")
+
+
+def test_column_of_the_wrong_type(tmp_path):
+    path = tmp_path / "qa.parquet"
+    pl.DataFrame([{**r, "choices": 3} for r in QA_ROWS]).write_parquet(path)
+    _raises_at(path, None, "choices", re.escape("has dtype Int64, expected List(String)"), load_examples_file, path,
+               task="qa")
+    path = _write_jsonl(tmp_path / "r.jsonl", [{"id": "n1", "source": "gpt", "rationale": "a",
+                                                "label": ["entailment"]}])
+    _raises_at(path, None, "label", re.escape("has dtype List(String), expected String"), load_rationales_file,
+               path, _nli_examples(tmp_path))
+
+
+@pytest.mark.parametrize("name, value, kind", [("x.jsonl", ["neutral"], "a list"),
+                                               ("x.jsonl", {"gold": "neutral"}, "an object"),
+                                               ("x.json", ["neutral"], "a list")])
+def test_json_records_that_do_not_form_a_table_name_the_row_and_column(tmp_path, name, value, kind):
+    rows = [_nli_row(0), _nli_row(1), {**_nli_row(2), "label": value}]
+    path = tmp_path / name
+    path.write_text(json.dumps(rows) if name.endswith(".json") else "".join(json.dumps(r) + "\n" for r in rows))
+    _raises_at(path, 2, "label", re.escape(f"records do not form a table: {kind} where row 0 has a single value"),
+               load_examples_file, path, task="nli", split="test")
+
+
+def test_jsonl_text_with_unicode_line_separators(tmp_path):
+    # str.splitlines() splits at U+2028 / U+0085, which JSON writers leave unescaped inside strings
+    rows = [{**_nli_row(0), "rationale": "one\u2028two"}, {**_nli_row(1), "rationale": "three\x85four"}]
+    path = tmp_path / "x.jsonl"
+    pl.DataFrame(rows).write_ndjson(path)
+    df = load_examples_file(path, task="nli", split="test")
+    assert df["rationale"].to_list() == ["one\u2028two", "three\x85four"]
 
 
 # ---- real data ----------------------------------------------------------------------------------------------

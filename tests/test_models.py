@@ -140,3 +140,22 @@ def test_missing_checkpoint_is_a_config_error(tmp_path):
 def test_warmup_then_linear_decay():
     assert [linear_warmup_decay(s, total=10, warmup=2) for s in range(10)] == pytest.approx(
         [0.5, 1.0, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+
+
+def test_scoring_a_very_long_input_truncates_it_and_logs_the_count(caplog):
+    import logging
+
+    from larev.models.evaluator import score_labels
+
+    words = "a cat sat on the mat".split()
+    evaluator = tiny_evaluator([" ".join(words), "entailment neutral contradiction"])
+    long_text = " ".join(words * 200)  # 1,200 words, far past max_input_tokens (128)
+    labels = ["entailment", "neutral"]
+    with caplog.at_level(logging.INFO, logger="larev"):
+        out = score_labels(evaluator, [long_text, "a cat"], labels, [["entailment", "neutral", "contradiction"]] * 2)
+    assert out.n_truncated == 1 and np.isfinite(out.logp).all()
+    assert "1 of 2 inputs were longer than 128 tokens and were truncated" in caplog.text
+    # truncation keeps the first max_input_tokens tokens: the long text scores as its first 128 tokens do
+    head = " ".join((words * 200)[:127])
+    same = score_labels(evaluator, [head], labels[:1], [["entailment", "neutral", "contradiction"]])
+    assert out.logp[0] == pytest.approx(same.logp[0], abs=1e-6)

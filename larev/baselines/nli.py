@@ -9,19 +9,25 @@ evaluators cannot key on the template's wording. Every paraphraser takes `NLIIte
   HFParaphraser         local seq2seq paraphrase model     backend 'hf:<model>'
   LLMParaphraser        any TextGenerator                  backend 'llm:<model>'
 
-Model outputs that fail validation are replaced by the template, with backend 'fallback:template'.
+Model outputs that fail validation, and requests that fail for good (`GenerationError`: retries exhausted on
+HTTP 429 / 5xx / timeouts, or a non-retryable error), are replaced by the template, with backend
+'fallback:template'; failed requests are logged as one warning per batch with their count.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 import re
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 from larev.errors import InputError
-from larev.llm import HFSeq2SeqGenerator, Rewritten, TextGenerator, as_data, model_name, single_line
+from larev.llm import (GenerationError, HFSeq2SeqGenerator, Rewritten, TextGenerator, as_data, describe_failure,
+                       model_name, single_line)
+
+log = logging.getLogger(__name__)
 
 RELATIONS = {"entailment": "implies", "contradiction": "contradicts", "neutral": "is not related to"}
 FALLBACK = "fallback:template"
@@ -191,10 +197,17 @@ class LLMParaphraser:
 
     def paraphrase(self, items: Sequence[NLIItem]) -> list[Rewritten]:
         out = []
+        failed, last_error = 0, None
         for item in items:
             template = item.template
-            reply = self.generator.generate(LLM_PROMPT.format(text=as_data(template)))
+            try:
+                reply: str | None = self.generator.generate(LLM_PROMPT.format(text=as_data(template)))
+            except GenerationError as exc:  # retries exhausted or a permanent error: use the template
+                reply, failed, last_error = None, failed + 1, exc
             out.append(_checked(reply, template, self.backend, self.min_ratio, self.max_ratio))
+        if failed:
+            log.warning("paraphraser %s: %d of %d requests failed (last error: %s); those rows use the template "
+                        "(backend %r)", self.backend, failed, len(items), describe_failure(last_error), FALLBACK)
         return out
 
 

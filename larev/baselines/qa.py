@@ -7,7 +7,9 @@ Demszky et al. 2018). Three converters, each taking `QAItem`s and returning one 
   HFQuestionConverter    local seq2seq question converter          backend 'hf:<model>'
   LLMQuestionConverter   any TextGenerator                         backend 'llm:<model>'
 
-Model outputs that do not state the answer fall back to the rules, with backend 'fallback:rules:<form>'.
+Model outputs that do not state the answer, and requests that fail for good (`GenerationError`: retries
+exhausted on HTTP 429 / 5xx / timeouts, or a non-retryable error), fall back to the rules, with backend
+'fallback:rules:<form>'; failed requests are logged as one warning per batch with their count.
 
 Rule forms: blank (fill-in '___'), yesno (aux-first question answered yes/no), what, which, who, where,
 when, why, how (wh-questions with an auxiliary), subject (the wh-word is the subject: 'Who wrote Hamlet?'),
@@ -18,11 +20,15 @@ the answer, but not always fluent English.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from larev.llm import HFSeq2SeqGenerator, Rewritten, TextGenerator, as_data, model_name, single_line
+from larev.llm import (GenerationError, HFSeq2SeqGenerator, Rewritten, TextGenerator, as_data, describe_failure,
+                       model_name, single_line)
+
+log = logging.getLogger(__name__)
 
 
 class QAItem(NamedTuple):
@@ -460,5 +466,16 @@ class LLMQuestionConverter:
                                  answer=as_data(normalise_answer(item.answer), "answer"))
 
     def convert(self, items: Sequence[QAItem]) -> list[Rewritten]:
-        replies = [self.generator.generate(self.prompt(item)) for item in items]
+        replies: list[str | None] = []
+        failed, last_error = 0, None
+        for item in items:
+            try:
+                replies.append(self.generator.generate(self.prompt(item)))
+            except GenerationError as exc:  # retries exhausted or a permanent error: use the rules
+                replies.append(None)
+                failed, last_error = failed + 1, exc
+        if failed:
+            log.warning("question converter %s: %d of %d requests failed (last error: %s); those rows use the rules "
+                        "(backend 'fallback:rules:<form>')", self.backend, failed, len(items),
+                        describe_failure(last_error))
         return _with_fallback(replies, items, self.backend, self.rules)

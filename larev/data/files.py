@@ -93,7 +93,9 @@ def _read_json_lines(text: str, *, file: str) -> pl.DataFrame:
         lines = list(enumerate(records))
     else:
         lines = []
-        for line_no, line in enumerate(text.splitlines(), start=1):
+        # split on '\n' only: str.splitlines would also split inside strings at U+2028, U+0085 and the like,
+        # which JSON writers (polars' write_ndjson, json.dumps(ensure_ascii=False)) leave unescaped
+        for line_no, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
@@ -107,11 +109,42 @@ def _read_json_lines(text: str, *, file: str) -> pl.DataFrame:
                              f"({'line' if not stripped.startswith('[') else 'item'} {where})", file=file, row=row)
     if not lines:
         return pl.DataFrame()
+    return records_frame([r for _, r in lines], file=file)
+
+
+def records_frame(records: list[dict], *, file: str, first_row: int = 0) -> pl.DataFrame:
+    """JSON records as a frame. Records that do not form one raise an InputError naming the first row (counted
+    from `first_row`: the records' position in the file) and column where a value's kind changes."""
     try:
-        return pl.from_dicts([r for _, r in lines], infer_schema_length=None)
+        return pl.from_dicts(records, infer_schema_length=None)
     except (pl.exceptions.PolarsError, TypeError, ValueError) as e:
-        raise InputError(f"records do not form a table (a column mixes incompatible types?): {e}",
+        clash = _first_kind_clash(records, first_row)
+        if clash is not None:
+            row, column, problem = clash
+            raise InputError(f"records do not form a table: {problem}", file=file, row=row, column=column) from None
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"records do not form a table (a column mixes incompatible types?): {first_line}",
                          file=file) from None
+
+
+def _json_kind(value: object) -> str:
+    return "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else "a single value"
+
+
+def _first_kind_clash(records: list[dict], first_row: int = 0) -> tuple[int, str, str] | None:
+    """The first (row, column, problem) where a column holds a list, an object or a single value (string, number,
+    boolean) while an earlier row holds another kind; None when every column keeps one kind. Rows are counted
+    from `first_row`."""
+    seen: dict[str, tuple[int, str]] = {}
+    for row, record in enumerate(records, start=first_row):
+        for column, value in record.items():
+            if value is None:
+                continue
+            kind = _json_kind(value)
+            first_row, first_kind = seen.setdefault(column, (row, kind))
+            if kind != first_kind:
+                return row, column, f"{kind} where row {first_row} has {first_kind}"
+    return None
 
 
 # ---- shaping ------------------------------------------------------------------------------------------------

@@ -109,16 +109,28 @@ def load_data(config: DataConfig) -> pl.DataFrame:
             part = load_hub_dataset(config.hub_name, split=split, limit=config.hub_limit)
             parts.append(part.with_columns(split=pl.lit(split)))
         return validate_examples(pl.concat(parts), file=f"hub:{config.hub_name}", task=config.task)
-    train = _load_file(config, config.train, "train", config.train_rows, training=True)
-    test = _load_file(config, config.test, "test", config.test_rows, training=False)
+    parts = {"train": (config.train, _load_file(config, config.train, "train", config.train_rows, training=True))}
     if config.validation:
-        val = _load_file(config, config.validation, "validation", None, training=True)
-        train = pl.concat([train, val])
+        parts["validation"] = (config.validation,
+                               _load_file(config, config.validation, "validation", None, training=True))
+    parts["test"] = (config.test, _load_file(config, config.test, "test", config.test_rows, training=False))
+    _check_splits_disjoint(parts)
+    train = parts["train"][1]
+    if config.validation:
+        train = pl.concat([train, parts["validation"][1]])
     else:
         train = carve_validation(train, config.validation_fraction, config.split_seed)
-    both = pl.concat([train, test])
-    dup = both.filter(pl.col("id").is_duplicated())
-    if not dup.is_empty():
-        raise InputError(f"id {dup['id'][0]!r} appears in both the train and the test data; the splits must not "
-                         f"overlap", file=config.test, column="id")
+    both = pl.concat([train, parts["test"][1]])
     return validate_examples(both, file=f"{config.train} + {config.test}", task=config.task)
+
+
+def _check_splits_disjoint(parts: dict[str, tuple[str, pl.DataFrame]]) -> None:
+    """An id may appear in one split's file only; the error names the id, both splits and the later file."""
+    seen: dict[str, str] = {}
+    for split, (file, frame) in parts.items():
+        clash = frame.filter(pl.col("id").is_in(list(seen))).head(1)
+        if not clash.is_empty():
+            id_ = clash["id"][0]
+            raise InputError(f"id {id_!r} appears in both the {seen[id_]} and the {split} data; the splits must not "
+                             f"overlap", file=file, column="id")
+        seen.update(dict.fromkeys(frame["id"].to_list(), split))
