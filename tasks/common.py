@@ -12,6 +12,7 @@ it, and nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -19,8 +20,9 @@ import inspect
 import io
 import json
 import logging
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -28,11 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import CachePolicy
+from prefect.filesystems import LocalFileSystem, RemoteFileSystem
+from prefect.serializers import JSONSerializer
 from pydantic import BaseModel
 
 from larev.errors import ConfigError, LarevError
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+from storage.s3 import s3_filesystem_options
 
 if TYPE_CHECKING:
     from tasks.sharding import ScaleOutConfig
@@ -151,13 +156,83 @@ def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), gpu: bo
     def decorate(fn):
         version = code_version(fn, *code)
         run = StepFunction(fn, step, version)
-        options = {"name": step, "persist_result": True, "result_serializer": "json",
+        options = {"name": step, "persist_result": True, "result_serializer": RESULT_SERIALIZER,
                    "task_run_name": f"{step}", **task_options}
         task_obj = task(run, cache_policy=ArtifactCachePolicy(step=step, version=version), **options)
         task_obj.larev_step, task_obj.larev_gpu = step, gpu
         return task_obj
 
     return decorate
+
+
+# ------------------------------------------------------------------------------------------ cache records
+
+#: The classes larev tasks return (inside dicts, lists and None): the only ones a cache record may name.
+RESULT_CLASSES: dict[str, type[BaseModel]] = {"storage.ref.ArtifactRef": ArtifactRef}
+
+
+class UntrustedResultError(LarevError):
+    """A cache record names a class larev tasks never return: it was not written by larev."""
+
+
+def _record_being_read() -> str:
+    """Which cache record the running task is reading (best effort: its step and path), for error messages."""
+    try:
+        from prefect.context import TaskRunContext
+
+        ctx = TaskRunContext.get()
+        if ctx is None:
+            return "a cache record"
+        where = "a cache record"
+        policy = getattr(ctx.task, "cache_policy", None)
+        storage = getattr(ctx.result_store, "result_storage", None)
+        base = getattr(storage, "basepath", None)
+        if isinstance(policy, ArtifactCachePolicy) and base:
+            where = f"cache record {str(base).rstrip('/')}/{policy.compute_key(None, ctx.parameters or {}, {})}"
+        return f"{where} of step {ctx.task.name!r}"
+    except Exception:  # noqa: BLE001 - only for the message
+        return "a cache record"
+
+
+def safe_object_decoder(obj: dict[str, Any]) -> Any:
+    """`object_hook` of larev's result serializer: decodes only the classes in RESULT_CLASSES, imports nothing.
+
+    Prefect's default decoder imports whatever dotted path a record's `__class__` names, so a record planted
+    under `<root>/_prefect/results` could make a run import any module. A record naming another class raises
+    UntrustedResultError (Prefect's cache lookup then counts the record as missing: the step reruns and
+    overwrites it). An `__exc_type__` (a failed run's exception) is rebuilt only from a module already imported,
+    else as a RuntimeError carrying the name.
+    """
+    if "__class__" in obj:
+        name = obj["__class__"]
+        cls = RESULT_CLASSES.get(name) if isinstance(name, str) else None
+        if cls is None:
+            where = _record_being_read()
+            logger.warning("ignoring %s: it names the class %r, which larev tasks never return; the step reruns",
+                           where, name)
+            raise UntrustedResultError(
+                f"{where} names the class {name!r}; larev cache records only hold {sorted(RESULT_CLASSES)}, so it was "
+                "not written by larev: it is ignored (the step reruns and overwrites it). Check who can write to the "
+                "artifact root")
+        return cls.model_validate(obj.get("data"))
+    if "__exc_type__" in obj:
+        import sys
+
+        module, _, attr = str(obj["__exc_type__"]).rpartition(".")
+        exc_cls = getattr(sys.modules.get(module), attr, None) if module else None
+        message = str(obj.get("message", ""))
+        if isinstance(exc_cls, type) and issubclass(exc_cls, Exception):
+            try:
+                return exc_cls(message)
+            except Exception:  # noqa: BLE001 - an exception type with another signature
+                pass
+        return RuntimeError(f"{obj['__exc_type__']}: {message}")
+    return obj
+
+
+#: How larev tasks persist results: JSON, decoded by `safe_object_decoder` (the record names its serializer, so
+#: records written with this one are read back with it).
+RESULT_SERIALIZER = JSONSerializer(object_decoder="tasks.common.safe_object_decoder")
 
 
 # ----------------------------------------------------------------------------------------------- outputs
@@ -181,6 +256,36 @@ def put_bytes(store: ArtifactStore, name: str, data: bytes, *, kind: str = "text
     return ArtifactRef(uri=uri, key=key, digest=hashlib.sha256(data).hexdigest(), kind=kind)
 
 
+def put_file(store: ArtifactStore, name: str, local_file: str | Path, *, kind: str = "table") -> ArtifactRef:
+    """Store a local file under the current step's folder, streamed (never whole in memory); return its ref."""
+    key = current_step().key(name)
+    uri, digest = store.put_file(local_file, key)
+    return ArtifactRef(uri=uri, key=key, digest=digest, kind=kind)
+
+
+@contextlib.contextmanager
+def stacked_parquet(store: ArtifactStore, refs: Sequence[ArtifactRef], schema: dict) -> Iterator[Path]:
+    """A local Parquet file holding the rows of every table in `refs`, in order, cast to `schema` (a dict of
+    polars dtypes; missing columns become nulls). Read and written a row group at a time: memory is bounded by
+    a row group, not by the tables."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "stacked.parquet"
+        empty = pl.DataFrame(schema=schema)
+        with pq.ParquetWriter(out, empty.to_arrow().schema) as writer:
+            writer.write_table(empty.to_arrow())
+            for ref in refs:
+                with store.local_copy(ref.uri) as path:
+                    for batch in pq.ParquetFile(path).iter_batches():
+                        frame = pl.from_arrow(batch)
+                        frame = frame.select([(pl.col(c) if c in frame.columns else pl.lit(None)).cast(t).alias(c)
+                                              for c, t in schema.items()])
+                        writer.write_table(frame.to_arrow())
+        yield out
+
+
 def put_dir(store: ArtifactStore, name: str, local_dir: str | Path, *, kind: str = "model") -> ArtifactRef:
     key = current_step().key(name)
     uri = store.put_dir(local_dir, key)
@@ -190,28 +295,79 @@ def put_dir(store: ArtifactStore, name: str, local_dir: str | Path, *, kind: str
 # ----------------------------------------------------------------------------------------------- running
 
 
-def result_storage_for(store: ArtifactStore):
-    """Prefect result storage (where cache records live) inside the artifact store: `<root>/_prefect/results`.
+def check_result_record(data: bytes, path: str) -> bytes:
+    """`data` when it is a cache record written with larev's result serializer (JSON decoded by
+    `safe_object_decoder`); UntrustedResultError otherwise.
 
-    Local roots pass a Path (Prefect wraps it in a LocalFileSystem). S3 roots need a saved RemoteFileSystem
-    block; it is saved under a name derived from the root and carries no credentials (s3fs reads those from
-    the environment), only non-secret options such as the endpoint.
+    Prefect deserialises a record with the serializer the record itself names, whatever the task's own: a record
+    planted under `<root>/_prefect/results` naming the pickle serializer would run code on the next cache lookup.
+    The result storage below checks the raw bytes (json.loads only) before Prefect sees them; Prefect counts a
+    record it cannot read as missing, so the step reruns and overwrites it.
+    """
+    expected = RESULT_SERIALIZER.model_dump(mode="json")
+    try:
+        named = json.loads(data)["metadata"]["serializer"]
+        trusted = all(named.get(k) == expected[k] for k in ("type", "object_decoder"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        trusted = False
+    if not trusted:
+        logger.warning("ignoring the cache record %s: it was not written with larev's result serializer; the step "
+                       "reruns", path)
+        raise UntrustedResultError(f"cache record {path} was not written with larev's result serializer (JSON "
+                                   "decoded by tasks.common.safe_object_decoder): it is ignored and the step reruns. "
+                                   "Check who can write to the artifact root")
+    return data
+
+
+class _CheckedRecords:
+    """Mixin for a Prefect file-system block: every record read goes through `check_result_record`."""
+
+    async def aread_path(self, path: str) -> bytes:
+        return check_result_record(await super().aread_path(path), path)
+
+    def read_path(self, path: str, _sync: bool = True) -> bytes:  # Prefect's sync callers pass _sync=True
+        return check_result_record(super().read_path(path, _sync=True), path)
+
+
+class CheckedLocalResults(_CheckedRecords, LocalFileSystem):
+    """Local result storage that reads only larev's own cache records."""
+
+    _block_type_name = "larev checked local results"
+
+
+class CheckedRemoteResults(_CheckedRecords, RemoteFileSystem):
+    """Remote (S3) result storage that reads only larev's own cache records."""
+
+    _block_type_name = "larev checked remote results"
+
+
+def result_storage_for(store: ArtifactStore):
+    """Prefect result storage (where cache records live) inside the artifact store: `<root>/_prefect/results`,
+    reading only records larev's serializer wrote (`check_result_record`).
+
+    The block is saved (Prefect requires it) under a name derived from the root; it carries no credentials (s3fs
+    reads those from the environment), only non-secret options such as the endpoint.
     """
     base = store.uri("_prefect/results")
-    if not base.startswith("s3://"):
+    if base.startswith("s3://"):
+        # the store's own S3 options (endpoint, retries, no shared client instance), credentials left out
+        settings = _without_secrets(s3_filesystem_options(store.storage_options))
+        block = CheckedRemoteResults(basepath=base, settings=settings)
+    else:
         Path(base).mkdir(parents=True, exist_ok=True)
-        return Path(base)
-    from prefect.filesystems import RemoteFileSystem
-
-    settings = {k: v for k, v in (store.storage_options or {}).items() if k not in SECRET_OPTIONS}
-    block = RemoteFileSystem(basepath=base, settings=settings)
-    name = "larev-results-" + hashlib.sha256(base.encode()).hexdigest()[:12]
-    block.save(name, overwrite=True)
-    return block
+        block = CheckedLocalResults(basepath=base)
+    block.save("larev-results-" + hashlib.sha256(base.encode()).hexdigest()[:12], overwrite=True)  # Prefect needs
+    return block  # a saved block for task result storage
 
 
 SECRET_OPTIONS = frozenset({"key", "secret", "token", "aws_access_key_id", "aws_secret_access_key",
                             "aws_session_token"})
+
+
+def _without_secrets(options: dict[str, Any]) -> dict[str, Any]:
+    """Storage options minus credentials, at any depth (client_kwargs may carry aws_secret_access_key too)."""
+    return {k: _without_secrets(v) if isinstance(v, dict) else v for k, v in options.items()
+            if k not in SECRET_OPTIONS}
 
 
 class StepError(LarevError):
@@ -294,43 +450,45 @@ class StepRunner:
         state = self._bound(task_obj)(*args, return_state=True, **kwargs)
         return state.result(), state.name == "Cached"  # result() raises the task's exception when it failed
 
-    def score(self, task_obj, *args, rationales: ArtifactRef, step_label: str | None = None, **kwargs):
-        """Run a score step over the `rationales` table: as one step (`run`), or, when `scale_out` is enabled,
-        mapped over shards of the table on a Dask cluster, the shard scores stacked in shard order."""
-        if not (self.scale_out and self.scale_out.enabled):
+    def score(self, task_obj, *args, rationales: ArtifactRef | list[ArtifactRef], step_label: str | None = None,
+              **kwargs):
+        """Run a score step over a rationale table: as one step (`run`), or mapped over shards of it (when
+        `rationales` is already a list of shards, or `scale_out` is enabled), in this process or on a Dask
+        cluster, the shard scores then stacked into one table."""
+        if not isinstance(rationales, list) and not (self.scale_out and self.scale_out.enabled):
             return self.run(task_obj, *args, rationales=rationales, step_label=step_label, **kwargs)
-        from tasks.sharding import ShardedScoring, concat_scores, split_rationales
+        from tasks.sharding import ScaleOutConfig, ShardedScoring, concat_scores, split_rationales
 
         started = time.perf_counter()
         label = step_label or task_obj.name
-        if rationales.digest not in self._shards:
-            self._shards[rationales.digest] = self.run(split_rationales, self.store, rationales,
-                                                       self.scale_out.shard_rows, step_label="shards")
-        shards = self._shards[rationales.digest]
+        shards = rationales if isinstance(rationales, list) else self._split(rationales, split_rationales)
         if self._sharding is None:
-            self._sharding = ShardedScoring(self.scale_out)
-        runner = self._sharding.runner
+            self._sharding = ShardedScoring(self.scale_out or ScaleOutConfig())
         signature = inspect.signature(task_obj.fn)
-        mapped = self._bound(task_obj)
-        futures = []
-        for i, shard in enumerate(shards):
+        calls = []
+        for shard in shards:
             arguments = dict(signature.bind(*args, rationales=shard, **kwargs).arguments)
-            if "progress" in arguments:  # one bar per shard on a remote worker helps nobody
+            if "progress" in arguments:  # one bar per shard helps nobody
                 arguments["progress"] = False
-            futures.append(runner.submit(mapped.with_options(task_run_name=f"{label}[{i}]"), arguments))
-        for future in futures:
-            future.wait()
-        states = [future.state for future in futures]
+            calls.append(arguments)
+        states = self._sharding.map(self._bound(task_obj), calls, label)
         failed = [(i, s) for i, s in enumerate(states) if not s.is_completed()]
         if failed:
             i, state = failed[0]
-            raise StepError(f"{label}: {len(failed)} of {len(shards)} shard(s) failed on {self.scale_out.where()}; "
-                            f"shard {i}: {state.name}: {state.message or ''}".rstrip(": "))
-        parts = [state.result() for state in states]
-        merged, merge_cached = self._call(concat_scores, self.store, parts)
+            raise StepError(f"{label}: {len(failed)} of {len(shards)} shard(s) failed on "
+                            f"{self._sharding.config.where()}; shard {i}: {state.name}: {state.message or ''}".rstrip(": "))
+        merged, merge_cached = self._call(concat_scores, self.store, [state.result() for state in states])
         cached = merge_cached and all(state.name == "Cached" for state in states)
-        self.records.append(StepRecord(label, cached, time.perf_counter() - started, where=self.scale_out.where()))
+        self.records.append(StepRecord(label, cached, time.perf_counter() - started,
+                                       where=self._sharding.config.where()))
         return merged
+
+    def _split(self, rationales: ArtifactRef, split_task) -> list[ArtifactRef]:
+        """The shards of a rationale table (split once per table and flow run)."""
+        if rationales.digest not in self._shards:
+            self._shards[rationales.digest] = self.run(split_task, self.store, rationales,
+                                                       self.scale_out.shard_rows, step_label="shards")
+        return self._shards[rationales.digest]
 
     def _has_cache_record(self, task_obj, arguments: dict[str, Any]) -> bool:
         from prefect.results import ResultStore, resolve_result_storage

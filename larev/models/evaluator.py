@@ -90,6 +90,23 @@ def build_embedded_t5(config: ModelConfig, tokenizer, seed: int) -> Evaluator:
     return Evaluator(model=model, tokenizer=tokenizer, config=config)
 
 
+#: Weight files that are Python pickles: loading one can run arbitrary code, so larev never does.
+PICKLED_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
+
+
+def _pickle_refusal(path: str | Path) -> str:
+    """' It holds only pickled weights (...) ...' when `path` is a directory with pickled weights, else ''."""
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        return ""
+    pickled = sorted({p.name for pattern in PICKLED_WEIGHTS for p in directory.glob(pattern)})
+    if not pickled:
+        return ""
+    return (f" {directory} holds pickled weights ({', '.join(pickled)}) and no safetensors: larev never unpickles "
+            f"model weights (a pickle can run arbitrary code). Convert them to safetensors with a trusted copy "
+            f"of the model (save_pretrained(..., safe_serialization=True)), or retrain.")
+
+
 def load_hf_checkpoint(config: ModelConfig) -> Evaluator:
     """A pretrained Hugging Face seq2seq checkpoint, by name or local path (safetensors weights only)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -102,6 +119,7 @@ def load_hf_checkpoint(config: ModelConfig) -> Evaluator:
             f"could not load the seq2seq checkpoint {config.backbone!r}: {exc.__class__.__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else ''}. Without access to the model hub, give a local "
             f"directory holding the model in Hugging Face format (safetensors), or use backbone='embedded'."
+            + _pickle_refusal(config.backbone)
         ) from None
     if tokenizer.pad_token_id is None:
         raise ConfigError(f"the tokenizer of {config.backbone!r} has no pad token")
@@ -153,7 +171,14 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
     payload = json.loads(cfg_file.read_text())
     config = ModelConfig(**payload["model_config"])
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSeq2SeqLM.from_pretrained(path, use_safetensors=True)
+    try:  # safetensors only: a pickled pytorch_model.bin is refused, never unpickled
+        model = AutoModelForSeq2SeqLM.from_pretrained(path, use_safetensors=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot load the evaluator weights in {path} ({exc.__class__.__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); larev reads them from model.safetensors only."
+            + (_pickle_refusal(path) or " Rerun the step that trained this model.")
+        ) from None
     model.eval()
     ev = Evaluator(model=model, tokenizer=tokenizer, config=config, bf16=bf16, meta=payload.get("meta", {}))
     return ev.to(resolve_device(device))
