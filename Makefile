@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo server-stop test test-slow bench-quality bench-speed bench-scale clean
+.PHONY: install demo server-stop test test-slow bench-quality bench-speed bench-scale bench-memory clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ bench-speed: install
 ## sharded scoring: 20,000 rationales in one process vs on 1 and 2 Dask workers, scores compared; bench/scale/scale.json
 bench-scale: install
 	$(BIN)/larev bench scale --rows 20000 --shard-rows 2500 --workers 1,2 --out bench/scale
+
+## peak memory of larev score on growing rationale files, whole file vs shards of 10,000; bench/memory/memory.json
+bench-memory: install
+	$(BIN)/larev bench memory --rows 20000,80000 --shard-rows 10000 --out bench/memory
 
 clean:
 	rm -rf .larev runs

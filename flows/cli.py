@@ -70,11 +70,13 @@ def _common_run_options(p: argparse.ArgumentParser) -> None:
 
 def _scale_out_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shard-rows", type=int, default=None,
-                   help="score in shards of this many rationale rows on a Dask cluster (default: one step, "
-                        "in this process)")
+                   help="read and score rationales in shards of this many rows: memory bounded by a shard (default: "
+                        "one step over the whole file)")
+    p.add_argument("--dask-workers", type=int, default=None,
+                   help="with --shard-rows: score the shards on a LocalCluster of this many workers (default 0: one "
+                        "after another in this process)")
     p.add_argument("--dask-address", default=None,
-                   help="with --shard-rows: an existing Dask scheduler (tcp://host:8786); default: a LocalCluster")
-    p.add_argument("--dask-workers", type=int, default=None, help="with --shard-rows: LocalCluster workers (2)")
+                   help="with --shard-rows: score the shards on an existing Dask cluster (tcp://host:8786)")
 
 
 def scale_out_params(args: argparse.Namespace):
@@ -318,6 +320,27 @@ def cmd_bench_scale(args) -> int:
     return 0
 
 
+def cmd_bench_memory(args) -> int:
+    """Peak memory of `larev score`, whole file vs shards, on growing files; memory.json in --out."""
+    import tempfile
+
+    from flows.scale_bench import measure_memory, print_memory_report, tiny_run
+    from tasks.sharding import prefect_api_url
+
+    sizes = [int(n) for n in args.rows.split(",") if n.strip()]
+    _wait_for_api(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = args.run
+        if run_dir is None:
+            print("training a small REV-only run on the demo data ...", flush=True)
+            run_dir = tiny_run(Path(tmp))
+        report = measure_memory(run_dir, Path(args.out), sizes=sizes, shard_rows=args.shard_rows,
+                                api_url=prefect_api_url())
+    print_memory_report(report)
+    print(f"\nAll figures in {Path(args.out) / 'memory.json'}")
+    return 0
+
+
 def cmd_score(args) -> int:
     from flows.score import ScoreParams, score_rationales
 
@@ -412,6 +435,14 @@ def build_parser() -> argparse.ArgumentParser:
     scale_p.add_argument("--out", default="bench/scale", help="where scale.json and the rationale file go")
     _server_option(scale_p)
     scale_p.set_defaults(func=cmd_bench_scale)
+    memory_p = bench.add_parser("memory", help="peak memory of larev score, whole file vs shards, on growing files; "
+                                               "memory.json")
+    memory_p.add_argument("--run", default=None, help="a finished run (default: train a small REV-only demo run)")
+    memory_p.add_argument("--rows", default="50000,200000", help="comma-separated file sizes (default 50000,200000)")
+    memory_p.add_argument("--shard-rows", type=int, default=10_000, help="rows per shard (default 10,000)")
+    memory_p.add_argument("--out", default="bench/memory", help="where memory.json goes")
+    _server_option(memory_p)
+    memory_p.set_defaults(func=cmd_bench_memory)
     show = sub.add_parser("show", help="print a run's results")
     show.add_argument("run", help="the run directory")
     show.add_argument("--report", action="store_true", help="also print report.md")

@@ -14,7 +14,7 @@ from larev.errors import ConfigError
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import StepRunner
-from tasks.data import load_rationales
+from tasks.data import load_rationale_shards, load_rationales
 from tasks.export import RUN_FILE, export_run
 from tasks.reports import publish, summarise_scores
 from tasks.rora import score_rora, score_rq_las
@@ -57,17 +57,21 @@ def score_rationales(params: ScoreParams) -> dict:
     with StepRunner(store, scale_out=params.scale_out, refresh=params.refresh) as steps:
         score_config = params.score or ScoreConfig(**run["params"]["score"])
         baseline_config = BaselineConfig(**run["params"]["baselines"])
-        rationales = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales),
-                               refs["examples"], params.column_map or None)
+        digest, column_map = file_digest(params.rationales), params.column_map or None
+        if params.scale_out.enabled:  # read, validated and scored a shard at a time
+            rationales = steps.run(load_rationale_shards, store, params.rationales, digest, refs["examples"],
+                                   column_map, params.scale_out.shard_rows)
+        else:
+            rationales = steps.run(load_rationales, store, params.rationales, digest, refs["examples"], column_map)
         scores = score_all(steps, refs, rationales, baseline_config, score_config, params.device, params.progress)
     report = steps.run(summarise_scores, store, scores, f"larev scores of {Path(params.rationales).name}")
     publish(store, report["summary"], report["report"], name=params.name)
-    out = export_run(store, str(Path(params.run) / params.name), {"rationales": rationales, **report},
-                     params.model_dump(mode="json"))
+    inputs = {"rationales": rationales} if isinstance(rationales, ArtifactRef) else {}  # shards: in the store
+    out = export_run(store, str(Path(params.run) / params.name), {**inputs, **report}, params.model_dump(mode="json"))
     return {"run_dir": out, "steps": steps.records}
 
 
-def score_all(steps: StepRunner, refs: dict[str, ArtifactRef], rationales: ArtifactRef,
+def score_all(steps: StepRunner, refs: dict[str, ArtifactRef], rationales: ArtifactRef | list[ArtifactRef],
               baseline_config: BaselineConfig, score_config: ScoreConfig, device: str, progress: bool) -> list:
     """Score refs for every metric the run trained: REV, each LAREV model, and RORA / RQ / LAS when the run
     trained RORA (sources without their own models are scored with the gold-trained ones)."""

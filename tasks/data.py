@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import larev.data.sources as sources
+import larev.data.stream as stream
 import larev.schema as schema
 from larev.data.sources import DataConfig, load_data
 from storage import ArtifactStore
@@ -26,3 +27,17 @@ def load_rationales(store: ArtifactStore, path: str, digest: str, examples: Arti
 
     test = store.read_parquet(examples.uri).filter(pl.col("split") == "test")
     return put_table(store, "rationales.parquet", load_rationales_file(path, test, column_map=column_map))
+
+
+@larev_task("rationale-shards", code=(schema, stream))
+def load_rationale_shards(store: ArtifactStore, path: str, digest: str, examples: ArtifactRef,
+                          column_map: dict[str, str] | None = None, shard_rows: int = 5000) -> list[ArtifactRef]:
+    """A user's rationale file validated and cut into shards of `shard_rows` rows, reading `shard_rows` rows at a
+    time (memory bounded by a shard, whatever the file's size). The whole file is validated before the first
+    shard is written, so a bad file leaves nothing behind."""
+    import polars as pl
+
+    test = store.read_parquet(examples.uri).filter(pl.col("split") == "test")
+    stream.validate_rationale_file(path, test, batch_rows=shard_rows, column_map=column_map)
+    return [put_table(store, f"shard-{i:05d}.parquet", batch) for i, batch in
+            enumerate(stream.iter_rationale_batches(path, test, batch_rows=shard_rows, column_map=column_map))]

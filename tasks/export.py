@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from prefect import task
@@ -27,7 +28,8 @@ def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef],
     for name, filename in names.items():
         if name in refs:
             tmp = out / f".{filename}.tmp"
-            tmp.write_bytes(store.read_bytes(refs[name].key))
+            with store.local_copy(refs[name].key) as src:  # checked, and copied without reading it into memory
+                shutil.copyfile(src, tmp)
             tmp.replace(out / filename)
     record = {"artifact_root": store.root, "params": params,
               "artifacts": {k: v.model_dump() for k, v in refs.items()}}

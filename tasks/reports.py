@@ -15,7 +15,7 @@ import larev.reports as reports
 from larev.models.evaluator import LAREV_CONFIG_FILE
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_bytes, put_table
+from tasks.common import larev_task, put_bytes, put_file, put_table, stacked_parquet
 
 
 @larev_task("report", code=(rev, reports))
@@ -27,8 +27,9 @@ def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str
     diagnostics: LAREV's `tokens`, `terms` and `environments` tables and RORA's per-source tables; la_models: the
     phi_LA model directories (their training histories go into the report).
     """
-    frame = pl.concat([store.read_parquet(s.uri) for s in scores], how="diagonal_relaxed")
-    summary = rev.summarise(frame)
+    with stacked_parquet(store, scores, rev.SCORE_SCHEMA) as stacked:  # streamed: any number of rows
+        summary = rev.summarise(pl.scan_parquet(stacked))
+        scores_ref = put_file(store, "scores.parquet", stacked)
     markdown = reports.report_markdown(summary, title=title)
     tables = {k: store.read_parquet(v.uri) for k, v in (diagnostics or {}).items()}
     if la_models or {"tokens", "terms", "environments"} & set(tables):
@@ -40,7 +41,7 @@ def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str
     if rora_section:
         markdown += "\n" + rora_section
     return {
-        "scores": put_table(store, "scores.parquet", frame),
+        "scores": scores_ref,
         "summary": put_table(store, "summary.parquet", summary),
         "report": put_bytes(store, "report.md", markdown.encode(), kind="text"),
         "plot": put_bytes(store, "separations.png", reports.separation_plot(summary), kind="image"),

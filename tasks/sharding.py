@@ -21,48 +21,56 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+import larev.metrics.rev as rev
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_table
+from tasks.common import larev_task, put_file, put_table, stacked_parquet
 
 log = logging.getLogger("larev.steps")
 
 
 class ScaleOutConfig(BaseModel):
-    """How score steps run: in the flow's process (shard_rows 0, the default) or sharded over a Dask cluster."""
+    """How score steps run: one step over the whole table (shard_rows 0, the default), or mapped over shards of
+    it, one after another in the flow's process (bounded memory) or on a Dask cluster."""
 
     model_config = ConfigDict(extra="forbid")
 
-    shard_rows: int = Field(0, ge=0, description="rationale rows per shard; 0 scores every file in one step, in "
-                                                 "the flow's own process")
+    shard_rows: int = Field(0, ge=0, description="rationale rows per shard; 0 scores every file in one step. A "
+                                                 "rationale file is then also read and validated a shard at a "
+                                                 "time, so memory is bounded by the shard, not the file")
+    dask_workers: int = Field(0, ge=0, description="worker processes of a LocalCluster for the shards; 0 scores "
+                                                   "them one after another in the flow's own process")
     dask_address: str | None = Field(None, description="scheduler address of an existing Dask cluster "
-                                                       "(tcp://host:8786); empty: a LocalCluster started for the run")
-    dask_workers: int = Field(2, ge=1, description="worker processes of the LocalCluster (ignored with an address)")
-    threads_per_worker: int = Field(1, ge=1, description="tasks at a time per LocalCluster worker (ignored with an "
-                                                         "address)")
+                                                       "(tcp://host:8786) for the shards, instead of a LocalCluster")
+    threads_per_worker: int = Field(1, ge=1, description="tasks at a time per LocalCluster worker")
     torch_threads: int | None = Field(None, ge=1, description="torch threads per LocalCluster worker; empty: the "
                                                               "machine's cores split among the workers")
 
     @model_validator(mode="after")
-    def _address_needs_shards(self):
-        if self.dask_address and not self.shard_rows:
-            raise ValueError("scale_out.dask_address is set but shard_rows is 0: set shard_rows (e.g. 5000) to "
-                              "send the score steps to that cluster, or drop the address")
+    def _dask_needs_shards(self):
+        if (self.dask_address or self.dask_workers) and not self.shard_rows:
+            raise ValueError("scale_out: a Dask cluster (dask_address or dask_workers) is set but shard_rows is 0: "
+                             "set shard_rows (e.g. 5000) to send the score steps to it, or drop the cluster")
         return self
 
     @property
     def enabled(self) -> bool:
         return self.shard_rows > 0
 
+    @property
+    def uses_dask(self) -> bool:
+        return bool(self.dask_address or self.dask_workers)
+
     def where(self) -> str:
         """How the step summary names this place."""
-        return f"dask:{self.dask_address}" if self.dask_address else f"dask:local x{self.dask_workers}"
+        if self.dask_address:
+            return f"dask:{self.dask_address}"
+        return f"dask:local x{self.dask_workers}" if self.dask_workers else "local, sharded"
 
     def worker_torch_threads(self) -> int:
-        return self.torch_threads or max(1, (os.cpu_count() or 1) // self.dask_workers)
+        return self.torch_threads or max(1, (os.cpu_count() or 1) // max(1, self.dask_workers))
 
     def task_runner(self):
         """A prefect-dask task runner: connected to the cluster at `dask_address`, or owning a LocalCluster whose
@@ -139,22 +147,33 @@ def split_rationales(store: ArtifactStore, rationales: ArtifactRef, shard_rows: 
             for i, (start, stop) in enumerate(shard_bounds(table.height, shard_rows))]
 
 
-@larev_task("merge-scores")
+@larev_task("merge-scores", code=(rev,))
 def concat_scores(store: ArtifactStore, parts: list[ArtifactRef]) -> ArtifactRef:
-    """The shards' score tables stacked in shard order: the rows one unsharded score step would write."""
-    return put_table(store, "scores.parquet", pl.concat([store.read_parquet(p.uri) for p in parts],
-                                                        how="vertical"))
+    """The shards' score tables stacked in shard order, streamed: the rows one unsharded score step would write."""
+    with stacked_parquet(store, parts, rev.SCORE_SCHEMA) as stacked:
+        return put_file(store, "scores.parquet", stacked)
 
 
 @dataclass
 class ShardedScoring:
-    """Opens the Dask task runner on first use and keeps it for every score step of one flow run."""
+    """Runs a score step's shard calls where `config` says; a Dask task runner is opened on first use and kept for
+    every score step of the flow run."""
 
     config: ScaleOutConfig
 
     def __post_init__(self):
         self._stack = ExitStack()
         self._runner = None
+
+    def map(self, task_obj, calls: list[dict], label: str) -> list:
+        """Final states of `task_obj(**arguments)` for each shard's arguments, task runs named `label[i]`."""
+        named = [task_obj.with_options(task_run_name=f"{label}[{i}]") for i in range(len(calls))]
+        if not self.config.uses_dask:  # one shard after another, here: memory bounded by a shard
+            return [t(**arguments, return_state=True) for t, arguments in zip(named, calls)]
+        futures = [self.runner.submit(t, arguments) for t, arguments in zip(named, calls)]
+        for future in futures:
+            future.wait()
+        return [future.state for future in futures]
 
     @property
     def runner(self):

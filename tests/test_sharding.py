@@ -11,7 +11,9 @@ import pytest
 from flows.pipeline import larev_pipeline
 from flows.scale_bench import compare_scores
 from flows.score import ScoreParams, score_rationales
+from larev.errors import InputError
 from larev.variants import bulk_rationales
+from storage import ArtifactStore
 from tasks.sharding import ScaleOutConfig, shard_bounds
 from tests.test_flows import METRICS, tiny_params
 
@@ -29,10 +31,12 @@ def test_shard_bounds_cover_every_row_once_in_order():
 
 def test_scale_out_config_is_validated_up_front():
     assert not ScaleOutConfig().enabled
-    assert ScaleOutConfig(shard_rows=10).where() == "dask:local x2"
+    assert ScaleOutConfig(shard_rows=10).where() == "local, sharded" and not ScaleOutConfig(shard_rows=10).uses_dask
+    assert ScaleOutConfig(shard_rows=10, dask_workers=2).where() == "dask:local x2"
     assert ScaleOutConfig(shard_rows=10, dask_address="tcp://10.0.0.5:8786").where() == "dask:tcp://10.0.0.5:8786"
-    with pytest.raises(ValueError, match="shard_rows is 0"):
-        ScaleOutConfig(dask_address="tcp://10.0.0.5:8786")
+    for cluster in ({"dask_address": "tcp://10.0.0.5:8786"}, {"dask_workers": 2}):
+        with pytest.raises(ValueError, match="shard_rows is 0"):
+            ScaleOutConfig(**cluster)
     with pytest.raises(ValueError):
         ScaleOutConfig(shard_rows=-1)
 
@@ -77,7 +81,7 @@ def test_dask_sharded_scoring_of_20000_rows_equals_the_sequential_scores(trained
     gap = assert_same_scores(shd, seq)
     print(f"largest |sharded - sequential| over 5 x 20,000 scores: {gap:.3g}")
     records = {r.step: r for r in sharded["steps"]}
-    assert records["shards"].cached is False
+    assert records["rationale-shards"].cached is False  # the file was read and validated shard by shard
     for step in ("score-rev", "score-larev", "score-rora", "score-rq-las"):
         assert records[step].where == "dask:local x2" and not records[step].cached
 
@@ -101,3 +105,33 @@ def test_sharded_scoring_on_an_existing_cluster_by_address(trained_run, tmp_path
     assert_same_scores(sorted_scores(sharded), sorted_scores(sequential))
     assert {r.where for r in sharded["steps"] if r.step.startswith("score-")} == {
         f"dask:{scale.dask_address}"}
+
+
+def test_in_process_shards_stream_the_file_and_equal_the_unsharded_scores(trained_run, tmp_path):
+    root, run = trained_run
+    path = rationale_file(run, tmp_path / "mid.parquet", 1_000, seed=2)
+    base = dict(run=run["run_dir"], rationales=str(path), progress=False)
+    store = ArtifactStore(root / "store")  # tiny_params' artifact root (other tests of the module write shards too)
+    before = {k for fp in store.ls("rationale-shards") for k in store.ls(fp)}
+    whole = score_rationales(ScoreParams(name="whole", **base))
+    streamed = score_rationales(ScoreParams(name="streamed", scale_out=ScaleOutConfig(shard_rows=300), **base))
+    assert_same_scores(sorted_scores(streamed), sorted_scores(whole))
+    records = {r.step: r for r in streamed["steps"]}
+    assert {records[s].where for s in ("score-rev", "score-larev", "score-rora", "score-rq-las")} == {
+        "local, sharded"}
+    written = {k for fp in store.ls("rationale-shards") for k in store.ls(fp)} - before
+    assert len([k for k in written if k.endswith(".parquet")]) == 4  # 1,000 rows in shards of 300, read and validated one shard at a time
+
+
+def test_a_bad_file_scored_in_shards_fails_whole_and_leaves_no_shard(trained_run, tmp_path):
+    root, run = trained_run
+    path = rationale_file(run, tmp_path / "bad.parquet", 1_000, seed=3)
+    frame = pl.read_parquet(path)
+    frame.with_columns(id=pl.when(pl.int_range(pl.len()) == 950).then(pl.lit("no-such-id")).otherwise("id")) \
+        .write_parquet(path)
+    store = ArtifactStore(root / "store")  # tiny_params' artifact root
+    before = {k for fp in store.ls("rationale-shards") for k in store.ls(fp)}
+    with pytest.raises(InputError, match=r"bad\.parquet: row 950, column 'id': id 'no-such-id'"):
+        score_rationales(ScoreParams(name="bad", run=run["run_dir"], rationales=str(path), progress=False,
+                                     scale_out=ScaleOutConfig(shard_rows=300)))
+    assert {k for fp in store.ls("rationale-shards") for k in store.ls(fp)} == before

@@ -21,8 +21,11 @@ VARIANTS = ("gold", "leaky", "gold_leaky", "vacuous")
 DEGRADED = ("leaky", "gold_leaky", "vacuous")
 
 # leaks: LAS's leakage indicator (null for the other metrics)
-SCORE_COLUMNS = ["id", "source", "metric", "label", "logp_with", "logp_base", "score", "pred_with", "pred_base",
-                 "correct_with", "correct_base", "leaks"]
+SCORE_SCHEMA: dict[str, pl.DataType] = {
+    "id": pl.String, "source": pl.String, "metric": pl.String, "label": pl.String, "logp_with": pl.Float64,
+    "logp_base": pl.Float64, "score": pl.Float64, "pred_with": pl.String, "pred_base": pl.String,
+    "correct_with": pl.Boolean, "correct_base": pl.Boolean, "leaks": pl.Boolean}
+SCORE_COLUMNS = list(SCORE_SCHEMA)
 
 
 def pointwise_rev(logp_with: np.ndarray, logp_base: np.ndarray) -> np.ndarray:
@@ -72,25 +75,28 @@ def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, exa
     return out.select(SCORE_COLUMNS)
 
 
-def summarise(scores: pl.DataFrame) -> pl.DataFrame:
+def summarise(scores: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """Per (metric, source): the aggregate score, evaluator accuracies, the row count, and for LAS the share of
     leaking rationales.
 
     Every metric's aggregate is the mean pointwise score (REV eq. 6, LAREV eq. 4.4, RORA eq. 10, RQ) except LAS:
     the macro-average of the mean gain over leaking and non-leaking rationales, NaN when a group is empty
-    (`larev.metrics.accuracy.las_aggregate`).
+    (`larev.metrics.accuracy.las_aggregate`). A LazyFrame (a scan of a score table too big for memory) is
+    aggregated by polars' streaming engine.
     """
-    if "leaks" not in scores.columns:
-        scores = scores.with_columns(leaks=pl.lit(None, pl.Boolean))
+    lazy = scores.lazy()
+    if "leaks" not in lazy.collect_schema().names():
+        lazy = lazy.with_columns(leaks=pl.lit(None, pl.Boolean))
     leaks = pl.col("leaks")
     las = pl.when(leaks.any() & (~leaks).any()).then(
         (pl.col("score").filter(leaks).mean() + pl.col("score").filter(~leaks).mean()) / 2
     ).otherwise(float("nan"))
-    return (scores.group_by("metric", "source", maintain_order=True)
+    return (lazy.group_by("metric", "source", maintain_order=True)
             .agg(score=pl.when(pl.col("metric").first() == "las").then(las).otherwise(pl.col("score").mean()),
                  accuracy_with=pl.col("correct_with").mean(), accuracy_base=pl.col("correct_base").mean(),
                  n=pl.len(), leak_rate=leaks.cast(pl.Float64).mean())
-            .sort("metric", "source"))
+            .sort("metric", "source")
+            .collect(engine="streaming"))
 
 
 def separations(summary: pl.DataFrame, metric: str, reference: str = "gold",
