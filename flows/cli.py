@@ -195,11 +195,13 @@ def cmd_run(args) -> int:
     return 0
 
 
-def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: float | None, n_boot: int) -> None:
-    """results.json / results.md / results.csv (bootstrap intervals) and separations.png from a finished run."""
+def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: float | None, n_boot: int,
+                          stress_dir: Path | None = None) -> None:
+    """results.json / results.md / results.csv (bootstrap intervals) and separations.png from a finished run, with
+    the FTC and AddText results of `stress_dir` (a `stress-test` flow's output) when given."""
     import polars as pl
 
-    from larev.bench import quality_markdown, quality_results
+    from larev.bench import quality_markdown, quality_results, stress_results
     from larev.metrics.bootstrap import bootstrap_intervals
     from larev.reports import separation_plot
 
@@ -208,12 +210,50 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     n_test = scores.filter(pl.col("source") == "gold")["id"].n_unique()
     intervals = bootstrap_intervals(scores, n_boot=n_boot, seed=0) if n_boot > 0 else None
     results = quality_results(summary, n_test=n_test, seconds=seconds, intervals=intervals)
+    markdown = quality_markdown(summary, results, title=title)
+    if stress_dir is not None:
+        ftc, shift = stress_dir / "ftc.json", stress_dir / "addtext_shift.parquet"
+        results |= stress_results(json.loads(ftc.read_text()) if ftc.exists() else None,
+                                  pl.read_parquet(shift) if shift.exists() else None)
+        if (stress_dir / "addtext.md").exists():
+            markdown += "\n\n" + (stress_dir / "addtext.md").read_text().replace("# AddText", "## AddText", 1)
+        if "ftc" in results:
+            f = results["ftc"]
+            markdown += (f"\n\n## FTC of the gold explanations\n\nTask model {f['task_model']}, {f['extractor']} "
+                         f"extractor: counterfactuals for {f['n_extracted']} of {f['n']} (example, case) rows; "
+                         + ", ".join(f"{k} {f[k]:.3f}" for k in ("ftc_delta", "ftc_kl", "ftc_wasserstein")
+                                     if f[k] is not None) + ".\n")
+        for name in ("addtext.png",):
+            if (stress_dir / name).exists():
+                out.mkdir(parents=True, exist_ok=True)
+                (out / name).write_bytes((stress_dir / name).read_bytes())
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(quality_markdown(summary, results, title=title))
+    (out / "results.md").write_text(markdown)
     if intervals is not None:
         intervals.write_csv(out / "results.csv")
     (out / "separations.png").write_bytes(separation_plot(summary, intervals))
+
+
+def _bench_stress(args, run_dir: Path) -> Path | None:
+    """FTC (NLI runs with theta) and AddText on the run's gold rationales, unless --no-stress; their directory."""
+    if args.no_stress:
+        return None
+    from flows.score import read_run
+    from flows.stress import StressParams, stress_test
+    from larev.addtext.config import AddTextConfig
+    from larev.ftc.config import FtcConfig
+
+    from storage import ArtifactStore
+
+    run = read_run(str(run_dir))
+    examples = ArtifactStore(run["artifact_root"]).read_parquet(run["artifacts"]["examples"]["uri"])
+    with_ftc = set(examples["task"].unique()) == {"nli"} and "theta" in run["artifacts"]
+    print("stress tests on the gold rationales: " + ("FTC and " if with_ftc else "") + "AddText ...", flush=True)
+    result = stress_test(StressParams(run=str(run_dir), name="stress", sources=["gold"],
+                                      ftc=FtcConfig() if with_ftc else None, addtext=AddTextConfig(),
+                                      progress=not getattr(args, "no_progress", False)))
+    return Path(result["run_dir"])
 
 
 def cmd_bench_quality(args) -> int:
@@ -225,7 +265,7 @@ def cmd_bench_quality(args) -> int:
         previous = out / "results.json"
         seconds = json.loads(previous.read_text()).get("seconds") if previous.exists() else None
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
-                              n_boot=args.bootstrap)
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir))
     else:
         from flows.pipeline import larev_pipeline
@@ -237,7 +277,7 @@ def cmd_bench_quality(args) -> int:
         seconds = time.perf_counter() - started
         run_dir = Path(result["run_dir"])
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
-                              n_boot=args.bootstrap)
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir), result["steps"], seconds)
     print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png")
     return 0
@@ -344,13 +384,93 @@ def cmd_bench_memory(args) -> int:
 def cmd_score(args) -> int:
     from flows.score import ScoreParams, score_rationales
 
+    from larev.addtext.config import AddTextConfig
+    from larev.ftc.config import FtcConfig
+
     params = ScoreParams(run=args.run, rationales=args.rationales, name=args.name, device=args.device,
                          column_map=json.loads(args.column_map) if args.column_map else {},
-                         progress=not args.no_progress, scale_out=scale_out_params(args), refresh=args.refresh)
+                         progress=not args.no_progress, scale_out=scale_out_params(args), refresh=args.refresh,
+                         ftc=FtcConfig() if args.ftc else None, addtext=AddTextConfig() if args.addtext else None)
     _wait_for_api(args)
     started = time.perf_counter()
     result = score_rationales(params)
     print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    out = Path(result["run_dir"])
+    if (out / "ftc.json").exists() and args.ftc:
+        print()
+        print_ftc(out / "ftc.json")
+    if (out / "addtext.md").exists() and args.addtext:
+        print("\n" + (out / "addtext.md").read_text())
+    return 0
+
+
+def print_ftc(path: Path) -> None:
+    """The FTC summary of ftc.json, one block per rationale source."""
+    payload = json.loads(path.read_text())
+    print(f"FTC (task model: {payload['task_model']}, extractor: {payload['config']['extractor']}, "
+          f"alpha {payload['config']['alpha']})")
+    for source, s in payload["by_source"].items():
+        def fig(x):
+            return "   n/a" if x is None else f"{x:6.3f}"
+        print(f"\n{source}: {s['n_examples']} explanations, counterfactuals built for {s['n_extracted']} of "
+              f"{s['n']} (example, case) rows")
+        print(f"  {'case':<6} {'n':>6} {'built':>6} {'delta':>6} {'K':>6} {'W':>6}")
+        for case, c in {**s["by_case"], "all": {"n": s["n"], "n_extracted": s["n_extracted"],
+                                                **{f: s[f] for f in ("ftc_delta", "ftc_kl", "ftc_wasserstein")}}}.items():
+            print(f"  {case:<6} {c['n']:>6} {c['n_extracted']:>6} {fig(c['ftc_delta'])} {fig(c['ftc_kl'])} "
+                  f"{fig(c['ftc_wasserstein'])}")
+        reasons = list(s["unextracted_reasons"].items())[:4]
+        if reasons:
+            print("  no counterfactual: " + "; ".join(f"{reason} ({n})" for reason, n in reasons))
+
+
+def _stress_params(args, *, ftc: bool, addtext: bool):
+    from flows.stress import StressParams
+    from larev.addtext.config import AddTextConfig
+    from larev.ftc.config import FtcConfig
+
+    ftc_config = addtext_config = None
+    if ftc:
+        ftc_config = FtcConfig(**_given(extractor=args.extractor, task_model=args.task_model, alpha=args.alpha,
+                                        llm_model=args.llm_model))
+    if addtext:
+        addtext_config = AddTextConfig(**_given(kinds=_listed(args.kinds), positions=_listed(args.positions),
+                                                seed=args.seed, n_rand_tokens=args.rand_tokens,
+                                                wiki_corpus=args.corpus))
+    return StressParams(**_given(run=args.run, rationales=args.rationales, name=args.name, device=args.device,
+                                 sources=_listed(args.sources), progress=not args.no_progress,
+                                 column_map=json.loads(args.column_map) if args.column_map else None),
+                        ftc=ftc_config, addtext=addtext_config)
+
+
+def _given(**values) -> dict:
+    """The options the user gave (the configs' own defaults stand for the rest)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _listed(text: str | None) -> list[str] | None:
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
+def cmd_ftc(args) -> int:
+    from flows.stress import stress_test
+
+    params = _stress_params(args, ftc=True, addtext=False)
+    _wait_for_api(args)
+    result = stress_test(params)
+    print_ftc(Path(result["run_dir"]) / "ftc.json")
+    print(f"\nPer-counterfactual rows in {Path(result['run_dir']) / 'ftc.parquet'}")
+    return 0
+
+
+def cmd_addtext(args) -> int:
+    from flows.stress import stress_test
+
+    params = _stress_params(args, ftc=False, addtext=True)
+    _wait_for_api(args)
+    result = stress_test(params)
+    print((Path(result["run_dir"]) / "addtext.md").read_text())
+    print(f"Shift table in {Path(result['run_dir']) / 'addtext_shift.parquet'}; plot: addtext.png")
     return 0
 
 
@@ -379,6 +499,17 @@ def cmd_rescore(args) -> int:
     return 0
 
 
+def _stress_common_options(p: argparse.ArgumentParser, name: str) -> None:
+    p.add_argument("--run", required=True, help="the run directory whose evaluators are used")
+    p.add_argument("--rationales", default=None, help="rationale file (default: the run's own rationale variants)")
+    p.add_argument("--sources", default=None, help="comma-separated rationale sources, '*' for all (default: gold)")
+    p.add_argument("--name", default=name, help=f"outputs go to <run>/<name>/ (default {name})")
+    p.add_argument("--column-map", default=None, help="JSON object: file column -> canonical column")
+    p.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"])
+    p.add_argument("--no-progress", action="store_true")
+    _server_option(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="larev", description="Leakage-robust evaluation of free-text rationales")
     parser.add_argument("-v", "--verbose", action="store_true", help="Prefect's own INFO logs too")
@@ -394,9 +525,35 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     score.add_argument("--no-progress", action="store_true")
     score.add_argument("--refresh", action="store_true", help="recompute every step even where a cached result exists")
+    score.add_argument("--ftc", action="store_true", help="also compute FTC of every source's explanations (NLI; "
+                                                          "defaults of `larev ftc`)")
+    score.add_argument("--addtext", action="store_true", help="also run the AddText stress test of every metric on "
+                                                              "every source (defaults of `larev addtext`)")
     _scale_out_options(score)
     _server_option(score)
     score.set_defaults(func=cmd_score)
+    ftc = sub.add_parser("ftc", help="FTC faithfulness of NLI explanations: counterfactual hypotheses from each "
+                                     "explanation's relation, judged by a task model; ftc.json, ftc.parquet")
+    _stress_common_options(ftc, "ftc")
+    ftc.add_argument("--extractor", choices=["rules", "llm"], default=None,
+                     help="rules (default): regular expressions over the common templates; llm: few-shot Gemini, "
+                          "the rules as fallback (GEMINI_API_KEY)")
+    ftc.add_argument("--llm-model", default=None, help="Gemini model for --extractor llm (gemini-2.5-flash-lite)")
+    ftc.add_argument("--task-model", default=None,
+                     help="the NLI model judged: an HF sequence-classification checkpoint (name or local path); "
+                          "default: the run's no-rationale evaluator theta")
+    ftc.add_argument("--alpha", type=float, default=None, help="FTC-W distance between neutral and the others (0.7)")
+    ftc.set_defaults(func=cmd_ftc)
+    addtext = sub.add_parser("addtext", help="AddText stress test: irrelevant text added to each rationale, "
+                                             "scored with every metric; how far scores move and how often they rise")
+    _stress_common_options(addtext, "addtext")
+    addtext.add_argument("--kinds", default=None, help="comma-separated: rand, wiki, adv (default: all three)")
+    addtext.add_argument("--positions", default=None, help="comma-separated: start, end, random (default: all)")
+    addtext.add_argument("--seed", type=int, default=None, help="seed of every draw (default 0)")
+    addtext.add_argument("--rand-tokens", type=int, default=None, help="AddText-Rand length in tokens (10)")
+    addtext.add_argument("--corpus", default=None, help="UTF-8 file of unrelated sentences, one per line, for "
+                                                        "AddText-Wiki (default: a generated corpus)")
+    addtext.set_defaults(func=cmd_addtext)
     rescore = sub.add_parser("rescore", help="score the new rationale files of an inbox (folder or s3://), once")
     rescore.add_argument("--run", required=True, help="the run directory whose evaluators score the files")
     rescore.add_argument("--inbox", required=True, help="a local folder or s3://bucket/prefix")
@@ -417,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="bootstrap resamples for the 95%% intervals (0 = none)")
     quality.add_argument("--from-run", default=None,
                          help="rebuild the outputs from this finished run directory instead of running")
+    quality.add_argument("--no-stress", action="store_true",
+                         help="skip FTC and the AddText stress test on the gold rationales (results.json 'ftc' and "
+                              "'addtext')")
     quality.set_defaults(func=cmd_bench_quality)
     speed_p = bench.add_parser("speed", help="speed ratios measured side by side in one run; speed.json")
     speed_p.add_argument("--out", required=True, help="directory for speed.json")
@@ -455,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from an offline box
-    if args.command in ("run", "score", "rescore", "bench"):
+    if args.command in ("run", "score", "rescore", "bench", "ftc", "addtext"):
         from flows.server import choose_api
 
         args.api, args.api_boot = choose_api(args.server)

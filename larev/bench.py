@@ -2,6 +2,10 @@
 
 results.json = {"scores": {METRIC: {VARIANT: float}}, "accuracy": {METRIC: {VARIANT: float}},
                 "separations": {METRIC: {"gold-leaky": ..., "SUM": ...}}, "n_test": int, "seconds": float}
+With the stress tests (`larev ftc` / `larev addtext` on the gold rationales), also
+"ftc": {"task_model", "extractor", "alpha", "n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl",
+        "ftc_wasserstein", "by_case": {CASE: {...}}, "unextracted_reasons": {REASON: int}} and
+"addtext": {METRIC: {KIND: {"mean_shift", "rise_share", "n"}, "all": {...}}}.
 METRIC is rev, larev (and larev_<ablation>), rora, rq, las. `scores` are the aggregate scores (REV eq. 6, LAREV
 eq. 4.4, RORA eq. 10 averaged; RQ's mean accuracy gain; LAS's macro-average), `accuracy` the accuracy of the
 evaluator that reads the rationale. An undefined value (LAS with an empty group) is null.
@@ -39,6 +43,28 @@ def quality_results(summary: pl.DataFrame, *, n_test: int, seconds: float | None
         for row in intervals.iter_rows(named=True):
             out["intervals"].setdefault(row["metric"], {})[row["quantity"]] = [_number(row["ci_low"]),
                                                                                 _number(row["ci_high"])]
+    return out
+
+
+def stress_results(ftc: dict | None, shift: pl.DataFrame | None, *, source: str = "gold") -> dict:
+    """results.json's "ftc" entry (from ftc.json of `larev ftc`) and "addtext" section (from the AddText shift
+    table) for the rationales of `source`; the keys are absent when the test was not run."""
+    out: dict = {}
+    if ftc is not None and source in ftc["by_source"]:
+        s = ftc["by_source"][source]
+        out["ftc"] = {"task_model": ftc["task_model"], "extractor": ftc["config"]["extractor"],
+                      "alpha": ftc["config"]["alpha"],
+                      **{k: s[k] for k in ("n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl", "ftc_wasserstein",
+                                           "by_case", "unextracted_reasons")}}
+    if shift is not None:
+        addtext: dict[str, dict] = {}
+        part = shift.filter(pl.col("orig_source") == source)
+        for (metric, kind), rows in part.group_by("metric", "addtext_kind", maintain_order=True):
+            n = int(rows["n"].sum())
+            addtext.setdefault(metric, {})[kind] = {
+                "mean_shift": _number((rows["mean_shift"] * rows["n"]).sum() / n) if n else None,
+                "rise_share": _number((rows["rise_share"] * rows["n"]).sum() / n) if n else None, "n": n}
+        out["addtext"] = addtext
     return out
 
 

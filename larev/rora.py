@@ -54,8 +54,10 @@ class RoraConfig(_Config):
 
 
 def model_source(source: str, trained: list[str]) -> str:
-    """The source whose models score `source`: its own when trained, else gold's."""
-    return source if source in trained else "gold"
+    """The source whose models score `source`: its own when trained, else gold's. A derived source
+    `<source>+<tag>` (an AddText copy, `gold+addtext-rand-end`) is scored with its base source's models."""
+    base = source.split("+", 1)[0]
+    return base if base in trained else "gold"
 
 
 def x_texts(frame: pl.DataFrame) -> list[str]:

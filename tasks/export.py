@@ -24,7 +24,8 @@ def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef],
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = {"scores": "scores.parquet", "summary": "summary.parquet", "report": "report.md",
-             "plot": "separations.png"}
+             "plot": "separations.png", "ftc": "ftc.parquet", "ftc_summary": "ftc.json",
+             "addtext_shift": "addtext_shift.parquet", "addtext_report": "addtext.md", "addtext_plot": "addtext.png"}
     for name, filename in names.items():
         if name in refs:
             tmp = out / f".{filename}.tmp"

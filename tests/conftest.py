@@ -20,3 +20,14 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def tiny_trained_run(tmp_path_factory, prefect_harness):
+    """(root, result) of one tiny demo pipeline run with every metric, shared by the tests that only read it
+    (sharded scoring, FTC and AddText); tests that rerun it with other options use their own."""
+    from flows.pipeline import larev_pipeline
+    from tests.test_flows import tiny_params
+
+    root = tmp_path_factory.mktemp("tiny-run")
+    return root, larev_pipeline(tiny_params(root))

@@ -209,6 +209,12 @@ def test_bench_quality_outputs_rebuilt_from_a_run(first_run, tmp_path):
     defined = csv.filter(pl.col("ci_low").is_not_nan())  # LAS is NaN where a group is empty
     assert set(csv["metric"]) == set(METRICS) and (defined["ci_low"] <= defined["ci_high"]).all()
     assert "[" in (out / "results.md").read_text()
+    # the stress tests on the gold rationales: FTC with the run's theta, AddText with every metric
+    assert results["ftc"]["task_model"] == "theta" and results["ftc"]["n_examples"] == 12
+    assert sorted(results["addtext"]) == METRICS
+    assert set(results["addtext"]["rev"]) == {"rand", "wiki", "adv", "all"}
+    assert results["addtext"]["rev"]["all"]["n"] == 12 * 9 and 0 <= results["addtext"]["rq"]["all"]["rise_share"] <= 1
+    assert "AddText" in (out / "results.md").read_text() and (out / "addtext.png").exists()
 
 
 def test_same_seed_gives_identical_scores_on_cpu(first_run, tmp_path):

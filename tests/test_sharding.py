@@ -8,14 +8,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from flows.pipeline import larev_pipeline
 from flows.scale_bench import compare_scores
 from flows.score import ScoreParams, score_rationales
 from larev.errors import InputError
 from larev.variants import bulk_rationales
 from storage import ArtifactStore
 from tasks.sharding import ScaleOutConfig, shard_bounds
-from tests.test_flows import METRICS, tiny_params
+from tests.test_flows import METRICS
 
 KEY = ["metric", "id", "source"]
 
@@ -41,10 +40,9 @@ def test_scale_out_config_is_validated_up_front():
         ScaleOutConfig(shard_rows=-1)
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory, prefect_harness):
-    root = tmp_path_factory.mktemp("sharding")
-    return root, larev_pipeline(tiny_params(root))
+@pytest.fixture
+def trained_run(tiny_trained_run):
+    return tiny_trained_run
 
 
 def rationale_file(run: dict, path: Path, n_rows: int, seed: int = 0) -> Path:
@@ -111,7 +109,7 @@ def test_in_process_shards_stream_the_file_and_equal_the_unsharded_scores(traine
     root, run = trained_run
     path = rationale_file(run, tmp_path / "mid.parquet", 1_000, seed=2)
     base = dict(run=run["run_dir"], rationales=str(path), progress=False)
-    store = ArtifactStore(root / "store")  # tiny_params' artifact root (other tests of the module write shards too)
+    store = ArtifactStore(root / "store")  # tiny_params' artifact root (other tests of the session write shards too)
     before = {k for fp in store.ls("rationale-shards") for k in store.ls(fp)}
     whole = score_rationales(ScoreParams(name="whole", **base))
     streamed = score_rationales(ScoreParams(name="streamed", scale_out=ScaleOutConfig(shard_rows=300), **base))

@@ -1,0 +1,62 @@
+"""FTC and the AddText stress test on their own: a finished run's evaluators, on its rationale variants or on a
+user's rationale file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from flows.score import read_run, stress_steps
+from larev.addtext.config import AddTextConfig
+from larev.config import BaselineConfig, ScoreConfig
+from larev.data.sources import file_digest
+from larev.ftc.config import FtcConfig
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.common import StepRunner
+from tasks.data import load_rationales
+from tasks.export import export_run
+
+
+class StressParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run: str = Field(..., description="a finished pipeline run's directory (holding run.json)")
+    rationales: str | None = Field(None, description="rationale file (id, source, rationale[, label]); empty: the "
+                                                     "run's own rationale variants")
+    name: str = Field("stress", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="outputs go to <run>/<name>/")
+    column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
+    sources: list[str] = Field(["gold"], min_length=1, description="rationale sources to look at; '*' for all")
+    ftc: FtcConfig | None = Field(default_factory=FtcConfig, description="FTC options; empty: no FTC")
+    addtext: AddTextConfig | None = Field(default_factory=AddTextConfig, description="AddText options; empty: none")
+    score: ScoreConfig | None = Field(None, description="scoring options for AddText; default: the run's own")
+    device: str = Field("auto", description="auto, cpu or cuda")
+    progress: bool = Field(True, description="progress bars on long steps")
+
+    @model_validator(mode="after")
+    def _something_to_do(self):
+        if self.ftc is None and self.addtext is None:
+            raise ValueError("neither ftc nor addtext is set: nothing to do")
+        return self
+
+
+@flow(name="stress-test", flow_run_name="stress-{params.name}", log_prints=True)
+def stress_test(params: StressParams) -> dict:
+    """FTC faithfulness of NLI explanations and the AddText stress test of every metric the run trained."""
+    run = read_run(params.run)
+    refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
+    store = ArtifactStore(run["artifact_root"])
+    with StepRunner(store) as steps:
+        rationales = refs["rationales"]
+        if params.rationales:
+            rationales = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales),
+                                   refs["examples"], params.column_map or None)
+        title = Path(params.rationales).name if params.rationales else f"run {Path(params.run).name}"
+        out = stress_steps(steps, refs, rationales, BaselineConfig(**run["params"]["baselines"]),
+                           params.score or ScoreConfig(**run["params"]["score"]), ftc=params.ftc,
+                           addtext=params.addtext, sources=tuple(params.sources), device=params.device,
+                           progress=params.progress, title=title)
+    run_dir = export_run(store, str(Path(params.run) / params.name), out, params.model_dump(mode="json"))
+    return {"run_dir": run_dir, "refs": out, "steps": steps.records}

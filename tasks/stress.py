@@ -1,0 +1,124 @@
+"""FTC and AddText as tasks: read the rationales and examples, call larev.ftc / larev.addtext, write tables."""
+
+from __future__ import annotations
+
+import polars as pl
+
+import larev.addtext.adv as addtext_adv
+import larev.addtext.corpus as addtext_corpus
+import larev.addtext.perturb as addtext_perturb
+import larev.addtext.report as addtext_report
+import larev.addtext.shift as addtext_shift
+import larev.ftc.counterfactual as ftc_counterfactual
+import larev.ftc.distances as ftc_distances
+import larev.ftc.extract as ftc_extract
+import larev.ftc.llm_extract as ftc_llm_extract
+import larev.ftc.metric as ftc_metric
+import larev.ftc.task_model as ftc_task_model
+import larev.metrics.rev as rev
+from larev.addtext.config import AddTextConfig
+from larev.errors import InputError
+from larev.ftc.config import FtcConfig
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.common import larev_task, put_bytes, put_json, put_table, stacked_parquet
+
+
+def _test_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:
+    return store.read_parquet(examples.uri).filter(pl.col("split") == "test")
+
+
+def _of_sources(rationales: pl.DataFrame, sources: tuple[str, ...]) -> pl.DataFrame:
+    return rationales if "*" in sources else rationales.filter(pl.col("source").is_in(list(sources)))
+
+
+class _Ticking:
+    """An extractor that advances a progress bar once per explanation (LLM extraction of thousands of rows)."""
+
+    def __init__(self, inner, bar):
+        self.inner, self.bar = inner, bar
+
+    def extract(self, explanation: str, hypothesis: str, label: str):
+        try:
+            return self.inner.extract(explanation, hypothesis, label)
+        finally:
+            self.bar.update(1)
+
+
+@larev_task("ftc", code=(ftc_counterfactual, ftc_distances, ftc_extract, ftc_llm_extract, ftc_metric,
+                         ftc_task_model), gpu=True)
+def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactRef, config: FtcConfig,
+              sources: tuple[str, ...] = ("*",), theta: ArtifactRef | None = None, device: str = "auto",
+              progress: bool = True) -> dict[str, ArtifactRef]:
+    """FTC-delta, FTC-K and FTC-W (FTC section 2.3) of the NLI rationales of `sources` ('*': all): ftc.parquet (one
+    row per (example, case), with the reason where no counterfactual could be built) and ftc.json (the summary
+    per source)."""
+    from larev.ftc.config import make_extractor, make_task_model
+    from larev.progress import progress_bar
+
+    ex = _test_examples(store, examples)
+    rat = store.read_parquet(rationales.uri)
+    rows = _of_sources(rat, sources).join(ex.select("id", "task", "premise", "hypothesis"), on="id", how="inner")
+    if rows.is_empty():
+        raise InputError(f"FTC: no rationale of the sources {list(sources)} (the file has "
+                         f"{sorted(rat['source'].unique())})", column="source")
+    tasks = sorted(rows["task"].unique())
+    if tasks != ["nli"]:
+        raise InputError(f"FTC is defined for NLI explanations only; these rationales are for {tasks}", column="task")
+    evaluator = None
+    if not config.task_model:
+        from larev.models.evaluator import load_evaluator
+
+        evaluator = load_evaluator(store.get_dir(theta.uri), device=device) if theta is not None else None
+    task_model = make_task_model(config, evaluator=evaluator, device=device)
+    extractor = make_extractor(config, **_llm_cache(store, config))
+    tables, summaries = [], {}
+    with progress_bar(None, desc="ftc: explanations", enabled=progress, total=rows.height, unit="row") as bar:
+        for source in sorted(rows["source"].unique()):
+            part = rows.filter(pl.col("source") == source).rename({"rationale": "explanation"})
+            table, summary = ftc_metric.ftc_scores(part, _Ticking(extractor, bar), task_model, config.alpha)
+            tables.append(table.insert_column(1, pl.lit(source).alias("source")))
+            summaries[source] = summary
+    payload = {"config": config.model_dump(mode="json"), "task_model": config.task_model or "theta",
+               "by_source": summaries}
+    return {"ftc": put_table(store, "ftc.parquet", pl.concat(tables)),
+            "ftc_summary": put_json(store, "ftc.json", payload)}
+
+
+def _llm_cache(store: ArtifactStore, config: FtcConfig) -> dict:
+    if config.extractor != "llm":
+        return {}
+    from storage.kv import StoreMapping
+    from tasks.secrets import gemini_api_key
+
+    return {"api_key": gemini_api_key(), "cache": StoreMapping(store, "llm-cache")}
+
+
+@larev_task("addtext", code=(addtext_perturb, addtext_adv, addtext_corpus))
+def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactRef,
+                        config: AddTextConfig, sources: tuple[str, ...] = ("*",)) -> dict[str, ArtifactRef]:
+    """AddText perturbations (seed 003 section 4.1) of the rationales of `sources` ('*' for all):
+    addtext.parquet (every perturbed row with its provenance) and rationales.parquet (the originals and their
+    perturbed copies in the rationale contract, ready to score)."""
+    from larev.addtext import as_rationale_file, perturb_rationales
+
+    everything = store.read_parquet(rationales.uri)
+    rat = _of_sources(everything, sources)
+    if rat.is_empty():
+        raise InputError(f"AddText: no rationale of the sources {list(sources)} (the file has "
+                         f"{sorted(everything['source'].unique())})", column="source")
+    perturbed = perturb_rationales(rat, _test_examples(store, examples), config)
+    return {"addtext": put_table(store, "addtext.parquet", perturbed),
+            "rationales": put_table(store, "rationales.parquet", as_rationale_file(perturbed, originals=rat))}
+
+
+@larev_task("addtext-shift", code=(addtext_shift, addtext_report, rev))
+def addtext_shifts(store: ArtifactStore, scores: list[ArtifactRef], title: str) -> dict[str, ArtifactRef]:
+    """Per metric, kind and position: the mean score shift of the perturbed rationales and the share whose
+    score rises (shift.parquet), as Markdown (addtext.md) and as a plot (addtext.png)."""
+    with stacked_parquet(store, scores, rev.SCORE_SCHEMA) as stacked:
+        shift = addtext_shift.score_shift_table(pl.scan_parquet(stacked))
+    return {"addtext_shift": put_table(store, "shift.parquet", shift),
+            "addtext_report": put_bytes(store, "addtext.md", addtext_report.shift_markdown(shift, title=title).encode(),
+                                        kind="text"),
+            "addtext_plot": put_bytes(store, "addtext.png", addtext_report.shift_plot(shift), kind="image")}
