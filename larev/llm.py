@@ -16,9 +16,11 @@ import re
 import time
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from larev.errors import ConfigError, LarevError
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +226,25 @@ def _looks_like_path(name: str) -> bool:
     return os.path.exists(name) or name.startswith((".", "/", "~")) or name.count("/") > 1
 
 
+def load_local_first(model: str, from_pretrained: Callable[[bool], T],
+                     load_error: Callable[[Exception], Exception]) -> T:
+    """`from_pretrained(local_only)` for a Hugging Face model: a directory or a cached hub copy without network;
+    other hub names from the hub (unless HF_HUB_OFFLINE is set), which offline fails only after the hub client's
+    retries. Every failure is raised as `load_error(exc)`."""
+    if _looks_like_path(model) and not os.path.isdir(os.path.expanduser(model)):
+        raise ConfigError(f"no model directory {model!r}: give a directory saved with save_pretrained "
+                          "(the Hugging Face hub is not reachable offline)")
+    try:
+        return from_pretrained(True)
+    except Exception as exc:  # noqa: BLE001 - any loading failure means the same fix
+        if _looks_like_path(model) or os.environ.get("HF_HUB_OFFLINE"):
+            raise load_error(exc) from exc
+        try:
+            return from_pretrained(False)
+        except Exception as hub_exc:  # noqa: BLE001
+            raise load_error(hub_exc) from hub_exc
+
+
 class HFSeq2SeqGenerator:
     """A local Hugging Face seq2seq model (T5 family) generating deterministically (greedy or beam search).
 
@@ -262,18 +283,7 @@ class HFSeq2SeqGenerator:
         if self._loaded is None:
             import torch
 
-            if _looks_like_path(self.model) and not os.path.isdir(os.path.expanduser(self.model)):
-                raise ConfigError(f"no model directory {self.model!r}: give a directory saved with save_pretrained "
-                                  "(the Hugging Face hub is not reachable offline)")
-            try:
-                tokenizer, model = self._from_pretrained(local_only=True)
-            except Exception as exc:  # noqa: BLE001 - any loading failure means the same fix
-                if _looks_like_path(self.model) or os.environ.get("HF_HUB_OFFLINE"):
-                    raise self._load_error(exc) from exc
-                try:
-                    tokenizer, model = self._from_pretrained(local_only=False)
-                except Exception as hub_exc:  # noqa: BLE001
-                    raise self._load_error(hub_exc) from hub_exc
+            tokenizer, model = load_local_first(self.model, self._from_pretrained, self._load_error)
             device = ("cuda" if torch.cuda.is_available() else "cpu") if self.device == "auto" else self.device
             model.to(device).eval()
             self._loaded = (tokenizer, model, device)

@@ -12,13 +12,13 @@ in the order of `larev.schema.NLI_LABELS`. Two implementations:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from larev.errors import ConfigError
+from larev.llm import load_local_first
 from larev.schema import NLI_LABELS
 
 
@@ -58,10 +58,6 @@ def label_columns(id2label: Mapping[Any, str], *, model: str = "the model") -> l
     return [by_name[label] for label in NLI_LABELS]
 
 
-def _looks_like_path(name: str) -> bool:
-    return os.path.exists(name) or name.startswith((".", "/", "~")) or name.count("/") > 1
-
-
 class HFSequenceClassifier:
     """A local Hugging Face sequence-classification model as FTC's task model.
 
@@ -97,17 +93,7 @@ class HFSequenceClassifier:
         if self._loaded is None:
             from larev.device import resolve_device
 
-            if _looks_like_path(self.model) and not os.path.isdir(os.path.expanduser(self.model)):
-                raise ConfigError(f"no model directory {self.model!r}: give a directory saved with save_pretrained")
-            try:
-                tokenizer, model = self._from_pretrained(local_only=True)
-            except Exception as exc:  # noqa: BLE001 - every loading failure has the same fix
-                if _looks_like_path(self.model) or os.environ.get("HF_HUB_OFFLINE"):
-                    raise self._load_error(exc) from exc
-                try:
-                    tokenizer, model = self._from_pretrained(local_only=False)
-                except Exception as hub_exc:  # noqa: BLE001
-                    raise self._load_error(hub_exc) from hub_exc
+            tokenizer, model = load_local_first(self.model, self._from_pretrained, self._load_error)
             columns = label_columns(model.config.id2label, model=self.model)
             device = resolve_device(self.device)
             model.to(device).eval()
