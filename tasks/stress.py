@@ -6,15 +6,19 @@ import polars as pl
 
 import larev.addtext.adv as addtext_adv
 import larev.addtext.corpus as addtext_corpus
+import larev.addtext.insert as addtext_insert
 import larev.addtext.perturb as addtext_perturb
 import larev.addtext.report as addtext_report
 import larev.addtext.shift as addtext_shift
+import larev.addtext.words as addtext_words
 import larev.ftc.counterfactual as ftc_counterfactual
 import larev.ftc.distances as ftc_distances
 import larev.ftc.extract as ftc_extract
 import larev.ftc.llm_extract as ftc_llm_extract
 import larev.ftc.metric as ftc_metric
+import larev.ftc.relations as ftc_relations
 import larev.ftc.task_model as ftc_task_model
+import larev.ftc.text as ftc_text
 import larev.metrics.rev as rev
 from larev.addtext.config import AddTextConfig
 from larev.errors import InputError
@@ -46,7 +50,7 @@ class _Ticking:
 
 
 @larev_task("ftc", code=(ftc_counterfactual, ftc_distances, ftc_extract, ftc_llm_extract, ftc_metric,
-                         ftc_task_model), gpu=True)
+                         ftc_relations, ftc_task_model, ftc_text), gpu=True)
 def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactRef, config: FtcConfig,
               sources: tuple[str, ...] = ("*",), theta: ArtifactRef | None = None, device: str = "auto",
               progress: bool = True) -> dict[str, ArtifactRef]:
@@ -94,7 +98,7 @@ def _llm_cache(store: ArtifactStore, config: FtcConfig) -> dict:
     return {"api_key": gemini_api_key(), "cache": StoreMapping(store, "llm-cache")}
 
 
-@larev_task("addtext", code=(addtext_perturb, addtext_adv, addtext_corpus))
+@larev_task("addtext", code=(addtext_perturb, addtext_adv, addtext_corpus, addtext_insert, addtext_words))
 def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactRef,
                         config: AddTextConfig, sources: tuple[str, ...] = ("*",)) -> dict[str, ArtifactRef]:
     """AddText perturbations (seed 003 section 4.1) of the rationales of `sources` ('*' for all):
