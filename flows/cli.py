@@ -247,6 +247,7 @@ def _bench_stress(args, run_dir: Path) -> Path | None:
     from storage import ArtifactStore
 
     run = read_run(str(run_dir))
+    _wait_for_api(args)  # --from-run has not needed the API before this flow
     examples = ArtifactStore(run["artifact_root"]).read_parquet(run["artifacts"]["examples"]["uri"])
     with_ftc = set(examples["task"].unique()) == {"nli"} and "theta" in run["artifacts"]
     print("stress tests on the gold rationales: " + ("FTC and " if with_ftc else "") + "AddText ...", flush=True)
