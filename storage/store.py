@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any, BinaryIO, TypeVar
 
 import fsspec
 import polars as pl
@@ -55,6 +55,7 @@ SIDECAR_SUFFIX = ".sha256"
 MANIFEST_NAME = "_MANIFEST.json"
 MANIFEST_FORMAT = "larev.dir-artifact/1"
 _CHUNK = 1 << 20
+T = TypeVar("T")
 _PARQUET_MAGIC = b"PAR1"
 _INCOMPLETE_HINT = "an interrupted write; rerun the step"
 #: errno values of a full disk or an exhausted quota (EDQUOT is missing on some platforms).
@@ -88,6 +89,25 @@ def _io_error(action: str, exc: BaseException) -> StoreIOError:
     reason = str(exc).splitlines()[0] if str(exc) else ""
     return StoreIOError(f"S3 request failed {action} after retries ({type(exc).__name__}: {reason}); check the "
                         "endpoint and its health, then rerun (finished steps are reused)")
+
+
+def _write_local_atomically(path: str, write: Callable[[BinaryIO], T]) -> T:
+    """`write` into a temporary sibling of `path`, fsync it and rename it into place: readers see the old file or
+    the whole new one, and a failure leaves no temporary file behind. Returns what `write` returned."""
+    parent, name = os.path.split(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name[:100]}")
+    try:
+        with open(tmp, "wb") as f:
+            result = write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return result
 
 
 # --------------------------------------------------------------------------------------------- hashing
@@ -388,19 +408,7 @@ class ArtifactStore:
         if not self.is_local:
             self.fs.pipe_file(path, data)
             return
-        parent, name = os.path.split(path)
-        os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name[:100]}")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        _write_local_atomically(path, lambda f: f.write(data))
 
     def write_bytes(self, key: str, data: bytes) -> str:
         """Write a file artifact atomically, then its sha256 sidecar; return its URI."""
@@ -513,19 +521,8 @@ class ArtifactStore:
             if self.is_local:
                 if os.path.isdir(path):
                     raise ArtifactError(f"cannot write {self.uri(key)}: a directory artifact is there")
-                parent, name = os.path.split(path)
-                os.makedirs(parent, exist_ok=True)
-                tmp = os.path.join(parent, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name[:100]}")
-                try:
-                    with open(local_file, "rb") as fin, open(tmp, "wb") as fout:
-                        _, digest = _copy_hashing(fin, fout)
-                        fout.flush()
-                        os.fsync(fout.fileno())
-                    os.replace(tmp, path)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp)
-                    raise
+                with open(local_file, "rb") as fin:
+                    _, digest = _write_local_atomically(path, lambda fout: _copy_hashing(fin, fout))
             else:
                 digest = sha256_file(local_file)
                 self.fs.put_file(os.fspath(local_file), path)

@@ -11,15 +11,7 @@ import pytest
 
 from larev.errors import ArtifactError
 from storage import ArtifactStore
-from tests.s3server import S3Server
-
-
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ArtifactStore:
-    if request.param == "local":
-        return ArtifactStore(tmp_path / "store")
-    server: S3Server = request.getfixturevalue("s3_server")
-    return ArtifactStore(f"s3://{server.new_bucket()}/runs", storage_options=server.storage_options())
+from tests.test_storage import store  # noqa: F401  (the local / S3 store fixture)
 
 
 def test_put_file_then_local_copy_round_trip_with_checksums(store, tmp_path):
