@@ -5,7 +5,6 @@ API keeps (flow and task runs, logs, artifacts, blocks)."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 import yaml
-from prefect.states import Completed, Failed
+from prefect.states import Failed
 
 from flows.cli import main
 from flows.pipeline import larev_pipeline

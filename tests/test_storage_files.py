@@ -4,7 +4,6 @@ for tables too big to hold in memory. Local and loopback S3."""
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import polars as pl
 import pytest
