@@ -280,7 +280,8 @@ def cmd_bench_quality(args) -> int:
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir), result["steps"], seconds)
-    print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png")
+    print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png"
+          + ("" if args.no_stress else ", addtext.png"))
     return 0
 
 
@@ -503,7 +504,8 @@ def cmd_rescore(args) -> int:
 def _stress_common_options(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--run", required=True, help="the run directory whose evaluators are used")
     p.add_argument("--rationales", default=None, help="rationale file (default: the run's own rationale variants)")
-    p.add_argument("--sources", default=None, help="comma-separated rationale sources, '*' for all (default: gold)")
+    p.add_argument("--sources", default=None, help="comma-separated rationale sources, '*' for all (default: gold of "
+                                                   "the run's variants; every source of a --rationales file)")
     p.add_argument("--name", default=name, help=f"outputs go to <run>/<name>/ (default {name})")
     p.add_argument("--column-map", default=None, help="JSON object: file column -> canonical column")
     p.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"])

@@ -22,7 +22,7 @@ from tasks.reports import publish, summarise_scores
 from tasks.rora import score_rora, score_rq_las
 from tasks.scoring import score_metric
 from tasks.sharding import ScaleOutConfig
-from tasks.stress import addtext_shifts, perturb_for_addtext, score_ftc
+from tasks.stress import addtext_shifts, ftc_problem, local_model_digest, perturb_for_addtext, score_ftc
 
 
 class ScoreParams(BaseModel):
@@ -69,6 +69,9 @@ def score_rationales(params: ScoreParams) -> dict:
     run = read_run(params.run)
     refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
     store = ArtifactStore(run["artifact_root"])
+    problem = ftc_problem(store, refs, params.ftc) if params.ftc is not None else None
+    if problem:  # before any step: a late failure would lose the scores
+        raise ConfigError(problem)
     with StepRunner(store, scale_out=params.scale_out, refresh=params.refresh) as steps:
         score_config = params.score or ScoreConfig(**run["params"]["score"])
         baseline_config = BaselineConfig(**run["params"]["baselines"])
@@ -123,9 +126,11 @@ def stress_steps(steps: StepRunner, refs: dict[str, ArtifactRef], rationales: Ar
     out: dict[str, ArtifactRef] = {}
     if ftc is not None:
         out.update(steps.run(score_ftc, steps.store, rationales, refs["examples"], ftc, sources, refs.get("theta"),
-                             device, progress=progress))
+                             device, local_model_digest(ftc.task_model), progress=progress))
     if addtext is not None:
-        perturbed = steps.run(perturb_for_addtext, steps.store, rationales, refs["examples"], addtext, sources)
+        corpus_digest = file_digest(addtext.wiki_corpus) if addtext.wiki_corpus else None
+        perturbed = steps.run(perturb_for_addtext, steps.store, rationales, refs["examples"], addtext, sources,
+                              corpus_digest)
         scores = score_all(steps, refs, perturbed["rationales"], baseline_config, score_config, device, progress,
                            label="addtext-")
         out.update(steps.run(addtext_shifts, steps.store, scores, f"AddText stress test of {title}"))

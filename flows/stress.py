@@ -3,6 +3,7 @@ user's rationale file."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from prefect import flow
@@ -12,12 +13,16 @@ from flows.score import read_run, stress_steps
 from larev.addtext.config import AddTextConfig
 from larev.config import BaselineConfig, ScoreConfig
 from larev.data.sources import file_digest
+from larev.errors import ConfigError
 from larev.ftc.config import FtcConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import StepRunner
 from tasks.data import load_rationales
 from tasks.export import export_run
+from tasks.stress import ftc_problem
+
+log = logging.getLogger("larev.steps")
 
 
 class StressParams(BaseModel):
@@ -28,8 +33,11 @@ class StressParams(BaseModel):
                                                      "run's own rationale variants")
     name: str = Field("stress", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="outputs go to <run>/<name>/")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
-    sources: list[str] = Field(["gold"], min_length=1, description="rationale sources to look at; '*' for all")
-    ftc: FtcConfig | None = Field(default_factory=FtcConfig, description="FTC options; empty: no FTC")
+    sources: list[str] | None = Field(None, description="rationale sources to look at, '*' for all; empty: 'gold' "
+                                                        "of the run's variants, every source of a file")
+    ftc: FtcConfig | None = Field(default_factory=FtcConfig, description="FTC options; empty: no FTC (skipped with "
+                                                                         "a warning on runs it does not apply to "
+                                                                         "when AddText is on)")
     addtext: AddTextConfig | None = Field(default_factory=AddTextConfig, description="AddText options; empty: none")
     score: ScoreConfig | None = Field(None, description="scoring options for AddText; default: the run's own")
     device: str = Field("auto", description="auto, cpu or cuda")
@@ -48,6 +56,14 @@ def stress_test(params: StressParams) -> dict:
     run = read_run(params.run)
     refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
     store = ArtifactStore(run["artifact_root"])
+    ftc = params.ftc
+    problem = ftc_problem(store, refs, ftc) if ftc is not None else None
+    if problem and params.addtext is None:
+        raise ConfigError(problem)
+    if problem:
+        log.warning("%s: FTC skipped, AddText runs", problem)
+        ftc = None
+    sources = params.sources or (["*"] if params.rationales else ["gold"])
     with StepRunner(store) as steps:
         rationales = refs["rationales"]
         if params.rationales:
@@ -55,8 +71,8 @@ def stress_test(params: StressParams) -> dict:
                                    refs["examples"], params.column_map or None)
         title = Path(params.rationales).name if params.rationales else f"run {Path(params.run).name}"
         out = stress_steps(steps, refs, rationales, BaselineConfig(**run["params"]["baselines"]),
-                           params.score or ScoreConfig(**run["params"]["score"]), ftc=params.ftc,
-                           addtext=params.addtext, sources=tuple(params.sources), device=params.device,
+                           params.score or ScoreConfig(**run["params"]["score"]), ftc=ftc,
+                           addtext=params.addtext, sources=tuple(sources), device=params.device,
                            progress=params.progress, title=title)
     run_dir = export_run(store, str(Path(params.run) / params.name), out, params.model_dump(mode="json"))
     return {"run_dir": run_dir, "refs": out, "steps": steps.records}

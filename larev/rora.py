@@ -22,6 +22,7 @@ from typing import Literal
 import polars as pl
 from pydantic import Field
 
+from larev.addtext.perturb import SOURCE_TAG as ADDTEXT_TAG
 from larev.config import TrainConfig, _Config
 from larev.formats import infill_input, input_with_rationale, task_input
 from larev.infill import InfillerConfig, mask_spans, rebuild, sentinel_target
@@ -54,9 +55,11 @@ class RoraConfig(_Config):
 
 
 def model_source(source: str, trained: list[str]) -> str:
-    """The source whose models score `source`: its own when trained, else gold's. A derived source
-    `<source>+<tag>` (an AddText copy, `gold+addtext-rand-end`) is scored with its base source's models."""
-    base = source.split("+", 1)[0]
+    """The source whose models score `source`: its own when trained, else gold's. An AddText copy
+    (`gold+addtext-rand-end`) is scored with its original source's models."""
+    if source in trained:
+        return source
+    base = source.split(ADDTEXT_TAG, 1)[0]
     return base if base in trained else "gold"
 
 

@@ -25,13 +25,16 @@ def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef],
     out.mkdir(parents=True, exist_ok=True)
     names = {"scores": "scores.parquet", "summary": "summary.parquet", "report": "report.md",
              "plot": "separations.png", "ftc": "ftc.parquet", "ftc_summary": "ftc.json",
-             "addtext_shift": "addtext_shift.parquet", "addtext_report": "addtext.md", "addtext_plot": "addtext.png"}
+             "addtext_shift": "addtext_shift.parquet", "addtext_report": "addtext.md", "addtext_plot": "addtext.png",
+             "addtext_scores": "addtext_scores.parquet"}
     for name, filename in names.items():
         if name in refs:
             tmp = out / f".{filename}.tmp"
             with store.local_copy(refs[name].key) as src:  # checked, and copied without reading it into memory
                 shutil.copyfile(src, tmp)
             tmp.replace(out / filename)
+        else:  # left by an earlier export to this directory with other options: it would not match run.json
+            (out / filename).unlink(missing_ok=True)
     record = {"artifact_root": store.root, "params": params,
               "artifacts": {k: v.model_dump() for k, v in refs.items()}}
     tmp = out / f".{RUN_FILE}.tmp"

@@ -11,6 +11,8 @@ import larev.addtext.perturb as addtext_perturb
 import larev.addtext.report as addtext_report
 import larev.addtext.shift as addtext_shift
 import larev.addtext.words as addtext_words
+import larev.formats as formats
+import larev.ftc.config as ftc_config
 import larev.ftc.counterfactual as ftc_counterfactual
 import larev.ftc.distances as ftc_distances
 import larev.ftc.extract as ftc_extract
@@ -19,13 +21,15 @@ import larev.ftc.metric as ftc_metric
 import larev.ftc.relations as ftc_relations
 import larev.ftc.task_model as ftc_task_model
 import larev.ftc.text as ftc_text
+import larev.llm as llm
 import larev.metrics.rev as rev
+import larev.models.evaluator as evaluator_mod
 from larev.addtext.config import AddTextConfig
 from larev.errors import InputError
 from larev.ftc.config import FtcConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_bytes, put_json, put_table, stacked_parquet
+from tasks.common import larev_task, put_bytes, put_file, put_json, put_table, stacked_parquet
 
 
 def _test_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:
@@ -49,14 +53,14 @@ class _Ticking:
             self.bar.update(1)
 
 
-@larev_task("ftc", code=(ftc_counterfactual, ftc_distances, ftc_extract, ftc_llm_extract, ftc_metric,
-                         ftc_relations, ftc_task_model, ftc_text), gpu=True)
+@larev_task("ftc", code=(ftc_config, ftc_counterfactual, ftc_distances, ftc_extract, ftc_llm_extract, ftc_metric,
+                         ftc_relations, ftc_task_model, ftc_text, llm, evaluator_mod, formats), gpu=True)
 def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactRef, config: FtcConfig,
               sources: tuple[str, ...] = ("*",), theta: ArtifactRef | None = None, device: str = "auto",
-              progress: bool = True) -> dict[str, ArtifactRef]:
+              task_model_digest: str | None = None, progress: bool = True) -> dict[str, ArtifactRef]:
     """FTC-delta, FTC-K and FTC-W (FTC section 2.3) of the NLI rationales of `sources` ('*': all): ftc.parquet (one
     row per (example, case), with the reason where no counterfactual could be built) and ftc.json (the summary
-    per source)."""
+    per source). `task_model_digest`: the content hash of a local `config.task_model` (part of the cache key)."""
     from larev.ftc.config import make_extractor, make_task_model
     from larev.progress import progress_bar
 
@@ -100,10 +104,12 @@ def _llm_cache(store: ArtifactStore, config: FtcConfig) -> dict:
 
 @larev_task("addtext", code=(addtext_perturb, addtext_adv, addtext_corpus, addtext_insert, addtext_words))
 def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactRef,
-                        config: AddTextConfig, sources: tuple[str, ...] = ("*",)) -> dict[str, ArtifactRef]:
+                        config: AddTextConfig, sources: tuple[str, ...] = ("*",),
+                        corpus_digest: str | None = None) -> dict[str, ArtifactRef]:
     """AddText perturbations (seed 003 section 4.1) of the rationales of `sources` ('*' for all):
     addtext.parquet (every perturbed row with its provenance) and rationales.parquet (the originals and their
-    perturbed copies in the rationale contract, ready to score)."""
+    perturbed copies in the rationale contract, ready to score). `corpus_digest`: the content hash of
+    `config.wiki_corpus` (part of the cache key)."""
     from larev.addtext import as_rationale_file, perturb_rationales
 
     everything = store.read_parquet(rationales.uri)
@@ -119,10 +125,37 @@ def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples:
 @larev_task("addtext-shift", code=(addtext_shift, addtext_report, rev))
 def addtext_shifts(store: ArtifactStore, scores: list[ArtifactRef], title: str) -> dict[str, ArtifactRef]:
     """Per metric, kind and position: the mean score shift of the perturbed rationales and the share whose
-    score rises (shift.parquet), as Markdown (addtext.md) and as a plot (addtext.png)."""
+    score rises (shift.parquet), as Markdown (addtext.md) and as a plot (addtext.png); every original and
+    perturbed rationale's scores (scores.parquet)."""
     with stacked_parquet(store, scores, rev.SCORE_SCHEMA) as stacked:
         shift = addtext_shift.score_shift_table(pl.scan_parquet(stacked))
-    return {"addtext_shift": put_table(store, "shift.parquet", shift),
+        scores_ref = put_file(store, "scores.parquet", stacked)
+    return {"addtext_shift": put_table(store, "shift.parquet", shift), "addtext_scores": scores_ref,
             "addtext_report": put_bytes(store, "addtext.md", addtext_report.shift_markdown(shift, title=title).encode(),
                                         kind="text"),
             "addtext_plot": put_bytes(store, "addtext.png", addtext_report.shift_plot(shift), kind="image")}
+
+
+def ftc_problem(store: ArtifactStore, refs: dict[str, ArtifactRef], config: FtcConfig) -> str | None:
+    """Why FTC cannot run on this run (not NLI; no theta and no task model), or None: checked before any step."""
+    tasks = sorted(store.read_parquet(refs["examples"].uri)["task"].unique())
+    if tasks != ["nli"]:
+        return f"FTC is defined for NLI explanations only; this run's task is {tasks}"
+    if not config.task_model and "theta" not in refs:
+        return ("FTC needs a task model: this run has no no-rationale evaluator theta (it was trained without "
+                "RORA); give ftc.task_model (--task-model, an HF NLI classifier) or rerun with RORA on")
+    return None
+
+
+def local_model_digest(name_or_path: str | None) -> str | None:
+    """A content hash of a local model directory's config and weights (None for a hub name or no model)."""
+    import hashlib
+    from pathlib import Path
+
+    from storage.store import sha256_file
+
+    if not name_or_path or not Path(name_or_path).expanduser().is_dir():
+        return None
+    root = Path(name_or_path).expanduser()
+    files = sorted(p for p in root.iterdir() if p.suffix in (".json", ".safetensors", ".txt", ".model"))
+    return hashlib.sha256("".join(f"{p.name}:{sha256_file(p)}" for p in files).encode()).hexdigest()

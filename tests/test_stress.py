@@ -79,6 +79,28 @@ def test_score_flow_runs_ftc_and_addtext_on_a_user_file(trained_run, tmp_path):
     assert json.loads((out / "ftc.json").read_text())["by_source"]["my-model"]["n_examples"] == 12
     steps = [r.step for r in result["steps"]]
     assert "addtext-score-rev" in steps and "addtext-score-rora" in steps and "ftc" in steps
+    both = pl.read_parquet(out / "addtext_scores.parquet")  # every original and perturbed rationale's scores
+    assert set(both["source"]) == {"my-model", "my-model+addtext-rand-end"} and both.height == 2 * 12 * 5
+
+    again = score_rationales(ScoreParams(run=run["run_dir"], rationales=str(path), name="with-stress",
+                                         progress=False))
+    assert not {"addtext.md", "addtext_shift.parquet", "ftc.json"} & {p.name for p in out.iterdir()}  # stale
+    assert all(r.cached for r in again["steps"])
+
+
+def test_a_changed_corpus_file_reruns_the_perturbations(trained_run, tmp_path):
+    _, run = trained_run
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The old mill stands beside the canal.\nA lighthouse was built on the cape in 1850.\n")
+    params = StressParams(run=run["run_dir"], name="corpus", ftc=None, progress=False,
+                          addtext=AddTextConfig(kinds=("wiki",), positions=("end",), wiki_corpus=str(corpus)))
+    first = stress_test(params)
+    corpus.write_text("A glacier carved the valley over many centuries.\n")
+    second = stress_test(params)
+    assert not {r.step: r for r in second["steps"]}["addtext"].cached
+    texts = pl.read_parquet(second["refs"]["addtext_rationales"].uri)["inserted"]
+    assert (texts == "A glacier carved the valley over many centuries.").all()
+    assert {r.step: r for r in first["steps"]}["addtext"].cached is False
 
 
 def test_ftc_without_theta_or_task_model_is_a_clear_error():
@@ -92,25 +114,37 @@ def test_ftc_without_theta_or_task_model_is_a_clear_error():
 
 
 def test_stress_options_are_checked_up_front(trained_run):
-    _, run = trained_run
+    root, run = trained_run
     with pytest.raises(ValueError, match="nothing to do"):
         StressParams(run=run["run_dir"], ftc=None, addtext=None)
     with pytest.raises(ValueError, match="shard_rows"):
         ScoreParams(run=run["run_dir"], rationales="x.jsonl", ftc=FtcConfig(),
                     scale_out=ScaleOutConfig(shard_rows=100))
+    from storage import ArtifactStore
+    from tasks.stress import ftc_problem
+
+    store = ArtifactStore(root / "store")  # tiny_params' artifact root
+    without_theta = {k: v for k, v in run["refs"].items() if k != "theta"}
+    assert "no no-rationale evaluator theta" in ftc_problem(store, without_theta, FtcConfig())
+    assert ftc_problem(store, without_theta, FtcConfig(task_model="some/nli-model")) is None
+    assert ftc_problem(store, run["refs"] | {"theta": run["refs"]["examples"]}, FtcConfig()) is None
     with pytest.raises(InputError, match="no rationale of the sources"):
         stress_test(StressParams(run=run["run_dir"], sources=["nobody"], addtext=None, progress=False))
 
 
-def test_ftc_and_addtext_cli_commands(trained_run, capsys):
+def test_ftc_and_addtext_cli_commands(trained_run, capsys, tmp_path):
     _, run = trained_run
     assert main(["ftc", "--run", run["run_dir"], "--name", "cli-ftc", "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "FTC" in printed and "gold" in printed
     assert (Path(run["run_dir"]) / "cli-ftc" / "ftc.json").exists()
+    test = pl.read_parquet(run["refs"]["examples"].uri).filter(pl.col("split") == "test")
+    path = tmp_path / "theirs.csv"
+    test.select("id", pl.lit("their-model").alias("source"), "rationale").write_csv(path)
     assert main(["addtext", "--run", run["run_dir"], "--name", "cli-addtext", "--kinds", "wiki",
-                 "--positions", "start", "--no-progress"]) == 0
+                 "--positions", "start", "--rationales", str(path), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "AddText" in printed and "rise" in printed
     shift = pl.read_parquet(Path(run["run_dir"]) / "cli-addtext" / "addtext_shift.parquet")
     assert set(shift["addtext_kind"]) == {"wiki", "all"}
+    assert set(shift["orig_source"]) == {"their-model"}  # a file's every source by default
