@@ -18,7 +18,7 @@ from storage.ref import ArtifactRef
 from tasks.common import StepRunner
 from tasks.data import load_rationale_shards, load_rationales
 from tasks.export import RUN_FILE, export_run
-from tasks.reports import publish, summarise_scores
+from tasks.reports import publish, publish_stress, summarise_scores
 from tasks.rora import score_rora, score_rq_las
 from tasks.scoring import score_metric
 from tasks.sharding import ScaleOutConfig
@@ -87,6 +87,8 @@ def score_rationales(params: ScoreParams) -> dict:
                               progress=params.progress, title=Path(params.rationales).name)
     report = steps.run(summarise_scores, store, scores, f"larev scores of {Path(params.rationales).name}")
     publish(store, report["summary"], report["report"], name=params.name)
+    if stress:
+        publish_stress(store, stress, name=params.name)
     inputs = {"rationales": rationales} if isinstance(rationales, ArtifactRef) else {}  # shards: in the store
     out = export_run(store, str(Path(params.run) / params.name), {**inputs, **report, **stress},
                      params.model_dump(mode="json"))

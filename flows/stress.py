@@ -20,6 +20,7 @@ from storage.ref import ArtifactRef
 from tasks.common import StepRunner
 from tasks.data import load_rationales
 from tasks.export import export_run
+from tasks.reports import publish_stress
 from tasks.stress import ftc_problem
 
 log = logging.getLogger("larev.steps")
@@ -74,5 +75,6 @@ def stress_test(params: StressParams) -> dict:
                            params.score or ScoreConfig(**run["params"]["score"]), ftc=ftc,
                            addtext=params.addtext, sources=tuple(sources), device=params.device,
                            progress=params.progress, title=title)
+    publish_stress(store, out, name=f"{Path(params.run).name}-{params.name}")
     run_dir = export_run(store, str(Path(params.run) / params.name), out, params.model_dump(mode="json"))
     return {"run_dir": run_dir, "refs": out, "steps": steps.records}

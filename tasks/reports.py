@@ -60,3 +60,17 @@ def publish(store: ArtifactStore, summary: ArtifactRef, report: ArtifactRef, nam
     table = store.read_parquet(summary.uri)
     create_table_artifact(key=f"{key}-scores", table=table.to_dicts(), description="Scores per metric and source")
     create_markdown_artifact(key=f"{key}-report", markdown=store.read_text(report.uri), description="Run report")
+
+
+@task(name="publish-stress", cache_policy=NONE, persist_result=False)
+def publish_stress(store: ArtifactStore, refs: dict[str, ArtifactRef], name: str) -> None:
+    """Show the AddText report and the FTC summary per source in the Prefect UI, keyed by the output's name."""
+    key = artifact_key(name)
+    if "addtext_report" in refs:
+        create_markdown_artifact(key=f"{key}-addtext", markdown=store.read_text(refs["addtext_report"].uri),
+                                 description="AddText stress test: score shifts per metric")
+    if "ftc_summary" in refs:
+        by_source = json.loads(store.read_text(refs["ftc_summary"].uri))["by_source"]
+        rows = [{"source": source, **{k: s[k] for k in ("n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl",
+                                                         "ftc_wasserstein")}} for source, s in by_source.items()]
+        create_table_artifact(key=f"{key}-ftc", table=rows, description="FTC per rationale source")

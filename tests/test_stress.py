@@ -27,6 +27,18 @@ def trained_run(tiny_trained_run):
     return tiny_trained_run
 
 
+def latest_artifact(key: str) -> str:
+    """The data of the newest Prefect artifact with this key, as text (asked of the API over HTTP)."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL
+
+    body = {"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC", "limit": 1, "offset": 0}
+    response = httpx.post(PREFECT_API_URL.value().rstrip("/") + "/artifacts/filter", json=body, timeout=30)
+    response.raise_for_status()
+    assert response.json(), f"no Prefect artifact {key!r}"
+    return str(response.json()[0]["data"])
+
+
 def test_derived_sources_use_their_base_sources_models():
     assert model_source("leaky+addtext-rand-end", ["gold", "leaky"]) == "leaky"
     assert model_source("gpt+addtext-adv-start", ["gold", "leaky"]) == "gold"
@@ -59,6 +71,9 @@ def test_stress_flow_on_the_runs_gold_rationales_then_a_cached_rerun(trained_run
     assert shift["rise_share"].is_between(0, 1).all() and shift["mean_shift"].is_not_null().all()
     assert "| rev |" in (out / "addtext.md").read_text()
     assert (out / "addtext.png").read_bytes()[:4] == b"\x89PNG"
+
+    name = f"{Path(run['run_dir']).name}-stress"  # the UI shows the AddText report and the FTC table
+    assert "| rev |" in latest_artifact(f"{name}-addtext") and "gold" in latest_artifact(f"{name}-ftc")
 
     again = stress_test(params)
     assert all(r.cached for r in again["steps"]), [r.step for r in again["steps"] if not r.cached]
