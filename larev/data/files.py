@@ -44,7 +44,7 @@ def read_table(path: str | Path) -> pl.DataFrame:
     if suffix == ".parquet":
         df = _read_parquet(path)
     else:
-        text = _decode_utf8(path.read_bytes(), file=file)
+        text = decode_utf8(path.read_bytes(), file=file)
         df = _read_csv(text, file=file) if suffix == ".csv" else _read_json_lines(text, file=file)
     if df.height == 0:
         raise InputError("the file has no rows", file=file)
@@ -59,13 +59,16 @@ def _read_parquet(path: Path) -> pl.DataFrame:
         raise InputError(f"not a valid Parquet file ({first_line})", file=str(path)) from None
 
 
-def _decode_utf8(data: bytes, *, file: str) -> str:
+def decode_utf8(data: bytes, *, file: str, offset: int = 0, line: int = 1) -> str:
+    """`data` as UTF-8 text (a byte-order mark is dropped at the start of the file). A bad byte raises an
+    InputError naming its byte offset and line in the file; `offset` and `line` say where `data` starts there
+    (a piece of a file read line by line)."""
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8-sig" if offset == 0 else "utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise InputError(f"not valid UTF-8: byte 0x{data[e.start]:02x} at byte offset {e.start} (line {line}); "
-                         "save the file as UTF-8", file=file) from None
+        at_line = line + data[:e.start].count(b"\n")
+        raise InputError(f"not valid UTF-8: byte 0x{data[e.start]:02x} at byte offset {offset + e.start} (line "
+                         f"{at_line}); save the file as UTF-8", file=file) from None
 
 
 def _read_csv(text: str, *, file: str) -> pl.DataFrame:

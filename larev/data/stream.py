@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from larev.data.files import SUFFIXES, _rename, read_table, records_frame
+from larev.data.files import SUFFIXES, _rename, decode_utf8, read_table, records_frame
 from larev.errors import InputError
 from larev.schema import validate_rationales
 
@@ -117,14 +117,8 @@ def _lines(path: Path, file: str) -> Iterator[tuple[int, str]]:
     offset = 0
     with path.open("rb") as f:
         for line_no, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                at = offset + e.start
-                raise InputError(f"not valid UTF-8: byte 0x{raw[e.start]:02x} at byte offset {at} (line {line_no}); "
-                                 "save the file as UTF-8", file=file) from None
+            yield line_no, decode_utf8(raw, file=file, offset=offset, line=line_no)
             offset += len(raw)
-            yield line_no, text
 
 
 def _json_line_batches(path: Path, batch_rows: int, file: str) -> Iterator[pl.DataFrame]:
