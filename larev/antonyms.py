@@ -38,8 +38,7 @@ from pydantic import Field
 
 from larev.config import _Config
 from larev.errors import InputError
-from larev.llm import (CachedGenerator, GeminiGenerator, GenerationError, Rewritten, TextGenerator, as_data,
-                       model_name, single_line)
+from larev.llm import GenerationError, Rewritten, TextGenerator, as_data, cached_gemini, model_name, single_line
 from larev.schema import NLI_LABELS
 
 log = logging.getLogger(__name__)
@@ -854,8 +853,7 @@ def make_generator(config: AntonymConfig, *, api_key: str | None = None,
                    cache: MutableMapping[str, str] | None = None) -> TextGenerator:
     """Gemini `config.llm_model` at temperature 0, behind a prompt cache (`cache`, e.g. a storage.kv.StoreMapping;
     in-memory when None). The key comes from `api_key`, else GEMINI_API_KEY / GOOGLE_API_KEY."""
-    return CachedGenerator(GeminiGenerator(config.llm_model, api_key=api_key, temperature=0.0),
-                           cache if cache is not None else {})
+    return cached_gemini(config.llm_model, api_key=api_key, cache=cache)
 
 
 def build_chain(config: AntonymConfig, mask_token: str, *, generator: TextGenerator | None = None) -> AntonymChain:

@@ -221,6 +221,14 @@ class CachedGenerator:
         return reply
 
 
+def cached_gemini(model: str, *, api_key: str | None = None,
+                  cache: MutableMapping[str, str] | None = None) -> CachedGenerator:
+    """Gemini `model` at temperature 0 behind a prompt cache (`cache`, e.g. a storage.kv.StoreMapping; in-memory
+    when None): what every LLM step of larev calls. The key comes from `api_key`, else GEMINI_API_KEY /
+    GOOGLE_API_KEY (GeminiGenerator raises a ConfigError naming them when neither is set)."""
+    return CachedGenerator(GeminiGenerator(model, api_key=api_key, temperature=0.0), cache if cache is not None else {})
+
+
 def _looks_like_path(name: str) -> bool:
     """Whether a model name is meant as a local path (hub ids are 'name' or 'owner/name')."""
     return os.path.exists(name) or name.startswith((".", "/", "~")) or name.count("/") > 1

@@ -54,15 +54,14 @@ def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: Ar
     from larev.antonyms import make_generator
     from larev.environments import build_environments
     from larev.models.evaluator import mask_token_of
-    from storage.kv import StoreMapping
-    from tasks.secrets import gemini_api_key
+    from tasks.secrets import gemini_options
 
     df = training_frame(store, examples, baselines).join(
         store.read_parquet(terms.uri).select("id", "term", "start", "end"), on="id", how="left")
     mask = mask_token_of(AutoTokenizer.from_pretrained(store.get_dir(phi_base.uri)))
     generator = None
     if config.backend == "llm":
-        generator = make_generator(config, api_key=gemini_api_key(), cache=StoreMapping(store, "llm-cache"))
+        generator = make_generator(config, **gemini_options(store))
     envs = build_environments(df.select("id", "task", "question", "choices", "label", "baseline", "term", "start",
                                         "end"), mask, config, generator=generator, progress=progress)
     return put_table(store, "environments.parquet", envs)

@@ -19,3 +19,11 @@ def gemini_api_key() -> str | None:
         return Secret.load(GEMINI_SECRET_BLOCK).get()
     except Exception:  # no such block, or no API to ask
         return None
+
+
+def gemini_options(store) -> dict:
+    """Keyword arguments of larev's Gemini factories (`larev.llm.cached_gemini` and the configs' factories): the
+    API key, and the prompt cache every LLM step shares in the artifact store (`<root>/llm-cache`)."""
+    from storage.kv import StoreMapping
+
+    return {"api_key": gemini_api_key(), "cache": StoreMapping(store, "llm-cache")}

@@ -30,6 +30,7 @@ from larev.ftc.config import FtcConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import larev_task, put_bytes, put_file, put_json, put_table, stacked_parquet
+from tasks.secrets import gemini_options
 
 
 def _test_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:
@@ -79,7 +80,7 @@ def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactR
 
         evaluator = load_evaluator(store.get_dir(theta.uri), device=device) if theta is not None else None
     task_model = make_task_model(config, evaluator=evaluator, device=device)
-    extractor = make_extractor(config, **_llm_cache(store, config))
+    extractor = make_extractor(config, **(gemini_options(store) if config.extractor == "llm" else {}))
     tables, summaries = [], {}
     with progress_bar(None, desc="ftc: explanations", enabled=progress, total=rows.height, unit="row") as bar:
         for source in sorted(rows["source"].unique()):
@@ -91,15 +92,6 @@ def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactR
                "by_source": summaries}
     return {"ftc": put_table(store, "ftc.parquet", pl.concat(tables)),
             "ftc_summary": put_json(store, "ftc.json", payload)}
-
-
-def _llm_cache(store: ArtifactStore, config: FtcConfig) -> dict:
-    if config.extractor != "llm":
-        return {}
-    from storage.kv import StoreMapping
-    from tasks.secrets import gemini_api_key
-
-    return {"api_key": gemini_api_key(), "cache": StoreMapping(store, "llm-cache")}
 
 
 @larev_task("addtext", code=(addtext_perturb, addtext_adv, addtext_corpus, addtext_insert, addtext_words))

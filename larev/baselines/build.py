@@ -13,7 +13,7 @@ from larev.baselines.qa import HFQuestionConverter, LLMQuestionConverter, QAItem
 from larev.config import BaselineConfig
 from larev.errors import ConfigError, InputError
 from larev.progress import progress_bar
-from larev.llm import CachedGenerator, GeminiGenerator, Rewritten, TextGenerator
+from larev.llm import Rewritten, TextGenerator, cached_gemini
 
 BASELINE_COLUMNS = ("id", "baseline", "baseline_backend")
 BATCH_SIZE = 64
@@ -22,7 +22,7 @@ BATCH_SIZE = 64
 def _generator(config: BaselineConfig, generator: TextGenerator | None) -> TextGenerator:
     """The given generator, else Gemini `config.llm_model` with an in-memory prompt cache (one call per
     distinct prompt). GeminiGenerator raises ConfigError naming the missing API key variable."""
-    return generator if generator is not None else CachedGenerator(GeminiGenerator(config.llm_model), {})
+    return generator if generator is not None else cached_gemini(config.llm_model)
 
 
 def _nli_backend(config: BaselineConfig, generator: TextGenerator | None):

@@ -36,11 +36,9 @@ def make_extractor(config: FtcConfig, *, api_key: str | None = None,
     if config.extractor == "rules":
         return RuleExtractor()
     from larev.ftc.llm_extract import LlmRelationExtractor
-    from larev.llm import CachedGenerator, GeminiGenerator
+    from larev.llm import cached_gemini
 
-    generator = CachedGenerator(GeminiGenerator(config.llm_model, api_key=api_key, temperature=0.0),
-                                cache if cache is not None else {})
-    return LlmRelationExtractor(generator)
+    return LlmRelationExtractor(cached_gemini(config.llm_model, api_key=api_key, cache=cache))
 
 
 def make_task_model(config: FtcConfig, *, evaluator=None, device: str = "auto", score_config=None):
