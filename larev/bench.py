@@ -57,13 +57,12 @@ def stress_results(ftc: dict | None, shift: pl.DataFrame | None, *, source: str 
                       **{k: s[k] for k in ("n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl", "ftc_wasserstein",
                                            "by_case", "unextracted_reasons")}}
     if shift is not None:
+        from larev.addtext.shift import per_kind
+
         addtext: dict[str, dict] = {}
-        part = shift.filter(pl.col("orig_source") == source)
-        for (metric, kind), rows in part.group_by("metric", "addtext_kind", maintain_order=True):
-            n = int(rows["n"].sum())
-            addtext.setdefault(metric, {})[kind] = {
-                "mean_shift": _number((rows["mean_shift"] * rows["n"]).sum() / n) if n else None,
-                "rise_share": _number((rows["rise_share"] * rows["n"]).sum() / n) if n else None, "n": n}
+        for row in per_kind(shift).filter(pl.col("orig_source") == source).iter_rows(named=True):
+            addtext.setdefault(row["metric"], {})[row["addtext_kind"]] = {
+                "mean_shift": _number(row["mean_shift"]), "rise_share": _number(row["rise_share"]), "n": int(row["n"])}
         out["addtext"] = addtext
     return out
 

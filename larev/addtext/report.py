@@ -7,7 +7,7 @@ import io
 
 import polars as pl
 
-from larev.addtext.shift import ALL
+from larev.addtext.shift import ALL, per_kind
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -21,21 +21,19 @@ def shift_markdown(shift: pl.DataFrame, *, title: str = "AddText stress test") -
              "Mean score shift (perturbed - original) and, in brackets, the share of rationales whose score rises. "
              "Added text carries no label information: a robust metric shifts little and rarely rises.", ""]
     kinds = [k for k in shift["addtext_kind"].unique(maintain_order=True).to_list() if k != ALL]
-    for source in shift["orig_source"].unique(maintain_order=True).to_list():
-        part = shift.filter(pl.col("orig_source") == source)
+    by_kind = per_kind(shift)
+    for source in by_kind["orig_source"].unique(maintain_order=True).to_list():
+        part = by_kind.filter(pl.col("orig_source") == source)
         lines += [f"## {source}", "", "| metric | " + " | ".join([*kinds, "all"]) + " | n |",
                   "| --- | " + " | ".join("---:" for _ in [*kinds, "all"]) + " | ---: |"]
         for metric in part["metric"].unique(maintain_order=True).to_list():
             cells, n = [], 0
             for kind in [*kinds, ALL]:
                 rows = part.filter((pl.col("metric") == metric) & (pl.col("addtext_kind") == kind))
-                if kind != ALL:  # over the positions of this kind, weighted by their pairs
-                    total = rows["n"].sum()
-                    shift_mean = (rows["mean_shift"] * rows["n"]).sum() / total if total else None
-                    rise = (rows["rise_share"] * rows["n"]).sum() / total if total else None
-                else:
-                    row = rows.row(0, named=True) if rows.height else {}
-                    shift_mean, rise, n = row.get("mean_shift"), row.get("rise_share"), row.get("n", 0)
+                row = rows.row(0, named=True) if rows.height else {}
+                shift_mean, rise = row.get("mean_shift"), row.get("rise_share")
+                if kind == ALL:
+                    n = row.get("n", 0)
                 cells.append(f"{_fmt(shift_mean)} ({rise:.0%})" if rise is not None else "")
             lines.append(f"| {metric} | " + " | ".join(cells) + f" | {n} |")
         lines.append("")
@@ -51,16 +49,13 @@ def shift_plot(shift: pl.DataFrame) -> bytes:
     import matplotlib.pyplot as plt
 
     source = shift["orig_source"][0] if shift.height else ""
-    part = shift.filter((pl.col("orig_source") == source) & (pl.col("addtext_kind") != ALL)
-                        & (pl.col("addtext_position") != ALL))
-    per_kind = part.group_by("metric", "addtext_kind", maintain_order=True).agg(
-        ((pl.col("rise_share") * pl.col("n")).sum() / pl.col("n").sum()).alias("rise"))
-    metrics = per_kind["metric"].unique(maintain_order=True).to_list()
-    kinds = per_kind["addtext_kind"].unique(maintain_order=True).to_list()
+    rises = per_kind(shift).filter((pl.col("orig_source") == source) & (pl.col("addtext_kind") != ALL))
+    metrics = rises["metric"].unique(maintain_order=True).to_list()
+    kinds = rises["addtext_kind"].unique(maintain_order=True).to_list()
     fig, ax = plt.subplots(figsize=(2 + 1.2 * max(1, len(metrics)), 3.4), dpi=120)
     width = 0.8 / max(1, len(kinds))
     for i, kind in enumerate(kinds):
-        values = [per_kind.filter((pl.col("metric") == m) & (pl.col("addtext_kind") == kind))["rise"].sum()
+        values = [rises.filter((pl.col("metric") == m) & (pl.col("addtext_kind") == kind))["rise_share"].sum()
                   for m in metrics]
         ax.bar([j + (i - (len(kinds) - 1) / 2) * width for j in range(len(metrics))], values, width=width,
                label=f"AddText-{kind}")

@@ -89,3 +89,17 @@ def score_shift_table(scores: pl.DataFrame | pl.LazyFrame, *, tolerance: float =
         __k=pl.col("addtext_kind").replace_strict(kind_rank, return_dtype=pl.Int32),
         __p=pl.col("addtext_position").replace_strict(pos_rank, return_dtype=pl.Int32))
     return out.sort("metric", "orig_source", "__k", "__p").drop("__k", "__p").cast(SHIFT_SCHEMA)
+
+
+def per_kind(shift: pl.DataFrame) -> pl.DataFrame:
+    """The shift table over positions: one row per (metric, original source, kind), kind 'all' included, in the
+    table's order. Each statistic is the pair-weighted mean of its positions' rows, i.e. the figure over all
+    pairs of that kind; null where a kind has no pair."""
+    n = pl.col("n").sum()
+
+    def weighted(column: str) -> pl.Expr:
+        return pl.when(n > 0).then((pl.col(column) * pl.col("n")).sum() / n).alias(column)
+
+    return shift.group_by("metric", "orig_source", "addtext_kind", maintain_order=True).agg(
+        n.alias("n"), *[weighted(c) for c in ("mean_orig", "mean_perturbed", "mean_shift", "rise_share",
+                                               "fall_share")])
