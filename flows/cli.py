@@ -94,7 +94,7 @@ def _server_option(p: argparse.ArgumentParser) -> None:
 
 
 def _set(section: dict, **values) -> None:
-    section.update({k: v for k, v in values.items() if v is not None})
+    section.update(_given(**values))
 
 
 def pipeline_params(args: argparse.Namespace):

@@ -22,6 +22,8 @@ import polars as pl
 from flows.score import ScoreParams, read_run, score_rationales
 from larev.variants import bulk_rationales
 from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.data import examples_in_test_split
 from tasks.sharding import ScaleOutConfig
 
 KEY = ["metric", "id", "source"]
@@ -62,7 +64,7 @@ def measure_scale_out(run_dir: str, out: Path, *, n_rows: int, shard_rows: int, 
     count; returns the figures (also written to <out>/scale.json)."""
     run = read_run(run_dir)
     store = ArtifactStore(run["artifact_root"])
-    examples = store.read_parquet(run["artifacts"]["examples"]["uri"]).filter(pl.col("split") == "test")
+    examples = examples_in_test_split(store, ArtifactRef(**run["artifacts"]["examples"]))
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"rationales-{n_rows}.parquet"
     bulk_rationales(examples, n_rows, seed=seed).write_parquet(path)
@@ -143,7 +145,7 @@ def measure_memory(run_dir: str, out: Path, *, sizes: list[int], shard_rows: int
     """For each file size: peak RSS and seconds of scoring the whole file in one step and in shards."""
     run = read_run(run_dir)
     store = ArtifactStore(run["artifact_root"])
-    examples = store.read_parquet(run["artifacts"]["examples"]["uri"]).filter(pl.col("split") == "test")
+    examples = examples_in_test_split(store, ArtifactRef(**run["artifacts"]["examples"]))
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **({"PREFECT_API_URL": api_url} if api_url else {})}
     rows = []

@@ -14,6 +14,7 @@ from larev.config import BaselineConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import larev_task, put_table
+from tasks.data import examples_in_test_split
 
 
 @larev_task("baselines", code=(build, nli, qa, llm))
@@ -30,7 +31,7 @@ def make_baselines(store: ArtifactStore, examples: ArtifactRef, config: Baseline
 def make_rationale_variants(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                             names: list[str], user_rationales: ArtifactRef | None = None) -> ArtifactRef:
     """The test split's rationale variants (gold, leaky, gold_leaky, vacuous), plus any user rationales."""
-    ex = store.read_parquet(examples.uri).filter(pl.col("split") == "test")
+    ex = examples_in_test_split(store, examples)
     b = store.read_parquet(baselines.uri)
     out = variants.make_variants(ex, b.filter(pl.col("id").is_in(ex["id"].implode())), tuple(names))
     if user_rationales is not None:

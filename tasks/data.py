@@ -11,6 +11,13 @@ from storage.ref import ArtifactRef
 from tasks.common import larev_task, put_table
 
 
+def examples_in_test_split(store: ArtifactStore, examples: ArtifactRef):
+    """The test split of a run's examples: what rationales are validated against and scored on."""
+    import polars as pl
+
+    return store.read_parquet(examples.uri).filter(pl.col("split") == "test")
+
+
 @larev_task("examples", code=(sources, schema))
 def load_examples(store: ArtifactStore, data: DataConfig, source_digests: list[str]) -> ArtifactRef:
     """source_digests: content hashes of the input files (so an edited file reruns this step and what follows)."""
@@ -21,11 +28,9 @@ def load_examples(store: ArtifactStore, data: DataConfig, source_digests: list[s
 def load_rationales(store: ArtifactStore, path: str, digest: str, examples: ArtifactRef,
                     column_map: dict[str, str] | None = None) -> ArtifactRef:
     """A user's rationale file (id, source, rationale[, label]) validated against the test examples."""
-    import polars as pl
-
     from larev.data.files import load_rationales_file
 
-    test = store.read_parquet(examples.uri).filter(pl.col("split") == "test")
+    test = examples_in_test_split(store, examples)
     return put_table(store, "rationales.parquet", load_rationales_file(path, test, column_map=column_map))
 
 
@@ -35,9 +40,7 @@ def load_rationale_shards(store: ArtifactStore, path: str, digest: str, examples
     """A user's rationale file validated and cut into shards of `shard_rows` rows, reading `shard_rows` rows at a
     time (memory bounded by a shard, whatever the file's size). The whole file is validated before the first
     shard is written, so a bad file leaves nothing behind."""
-    import polars as pl
-
-    test = store.read_parquet(examples.uri).filter(pl.col("split") == "test")
+    test = examples_in_test_split(store, examples)
     stream.validate_rationale_file(path, test, batch_rows=shard_rows, column_map=column_map)
     return [put_table(store, f"shard-{i:05d}.parquet", batch) for i, batch in
             enumerate(stream.iter_rationale_batches(path, test, batch_rows=shard_rows, column_map=column_map))]

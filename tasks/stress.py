@@ -30,11 +30,8 @@ from larev.ftc.config import FtcConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import larev_task, put_bytes, put_file, put_json, put_table, stacked_parquet
+from tasks.data import examples_in_test_split
 from tasks.secrets import gemini_options
-
-
-def _test_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:
-    return store.read_parquet(examples.uri).filter(pl.col("split") == "test")
 
 
 def _of_sources(rationales: pl.DataFrame, sources: tuple[str, ...]) -> pl.DataFrame:
@@ -65,7 +62,7 @@ def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactR
     from larev.ftc.config import make_extractor, make_task_model
     from larev.progress import progress_bar
 
-    ex = _test_examples(store, examples)
+    ex = examples_in_test_split(store, examples)
     rat = store.read_parquet(rationales.uri)
     rows = _of_sources(rat, sources).join(ex.select("id", "task", "premise", "hypothesis"), on="id", how="inner")
     if rows.is_empty():
@@ -109,7 +106,7 @@ def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples:
     if rat.is_empty():
         raise InputError(f"AddText: no rationale of the sources {list(sources)} (the file has "
                          f"{sorted(everything['source'].unique())})", column="source")
-    perturbed = perturb_rationales(rat, _test_examples(store, examples), config)
+    perturbed = perturb_rationales(rat, examples_in_test_split(store, examples), config)
     return {"addtext": put_table(store, "addtext.parquet", perturbed),
             "rationales": put_table(store, "rationales.parquet", as_rationale_file(perturbed, originals=rat))}
 
