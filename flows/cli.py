@@ -236,24 +236,18 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
 
 
 def _bench_stress(args, run_dir: Path) -> Path | None:
-    """FTC (NLI runs with theta) and AddText on the run's gold rationales, unless --no-stress; their directory."""
+    """FTC and AddText on the run's gold rationales, unless --no-stress; their directory. The stress flow skips
+    FTC, with a warning, on runs it does not apply to (QA, or no theta)."""
     if args.no_stress:
         return None
-    from flows.score import read_run
     from flows.stress import StressParams, stress_test
     from larev.addtext.config import AddTextConfig
     from larev.ftc.config import FtcConfig
 
-    from storage import ArtifactStore
-
-    run = read_run(str(run_dir))
     _wait_for_api(args)  # --from-run has not needed the API before this flow
-    examples = ArtifactStore(run["artifact_root"]).read_parquet(run["artifacts"]["examples"]["uri"])
-    with_ftc = set(examples["task"].unique()) == {"nli"} and "theta" in run["artifacts"]
-    print("stress tests on the gold rationales: " + ("FTC and " if with_ftc else "") + "AddText ...", flush=True)
-    result = stress_test(StressParams(run=str(run_dir), name="stress", sources=["gold"],
-                                      ftc=FtcConfig() if with_ftc else None, addtext=AddTextConfig(),
-                                      progress=not getattr(args, "no_progress", False)))
+    print("stress tests on the gold rationales: FTC (NLI runs) and AddText ...", flush=True)
+    result = stress_test(StressParams(run=str(run_dir), name="stress", sources=["gold"], ftc=FtcConfig(),
+                                      addtext=AddTextConfig(), progress=not getattr(args, "no_progress", False)))
     return Path(result["run_dir"])
 
 
