@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from larev.addtext.config import AddTextConfig
-from larev.config import BaselineConfig, ScoreConfig
+from larev.config import BaselineConfig, Device, ScoreConfig
 from larev.data.sources import file_digest
 from larev.errors import ConfigError
 from larev.ftc.config import FtcConfig
@@ -17,7 +16,7 @@ from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.common import StepRunner
 from tasks.data import load_rationale_shards, load_rationales
-from tasks.export import RUN_FILE, export_run
+from tasks.export import export_run, read_run
 from tasks.reports import publish, publish_stress, summarise_scores
 from tasks.rora import score_rora, score_rq_las
 from tasks.scoring import score_metric
@@ -34,7 +33,7 @@ class ScoreParams(BaseModel):
                       description="outputs go to <run>/<name>/")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
-    device: str = Field("auto", description="auto, cpu or cuda")
+    device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
     scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
                                       description="shard large files over a Dask cluster (shard_rows > 0)")
@@ -51,13 +50,6 @@ class ScoreParams(BaseModel):
             raise ValueError("ftc / addtext read the rationale table whole: drop scale_out.shard_rows, or run them "
                              "apart with `larev ftc` / `larev addtext` on a sample of the file")
         return self
-
-
-def read_run(run_dir: str) -> dict:
-    path = Path(run_dir) / RUN_FILE
-    if not path.exists():
-        raise ConfigError(f"{run_dir} is not a finished larev run (no {RUN_FILE}); run `larev run` first")
-    return json.loads(path.read_text())
 
 
 @flow(name="score-rationales", flow_run_name="score-{params.name}", log_prints=True)

@@ -21,7 +21,7 @@ from tasks.data import examples_in_test_split
 def make_baselines(store: ArtifactStore, examples: ArtifactRef, config: BaselineConfig,
                    progress: bool = True) -> ArtifactRef:
     """id, label, baseline, baseline_backend for every example, with its gold label."""
-    ex = store.read_parquet(examples.uri)
+    ex = store.read_parquet(examples.key)
     b = build_baselines(ex, config, progress=progress)
     return put_table(store, "baselines.parquet", b.with_columns(label=ex["label"]).select(
         "id", "label", "baseline", "baseline_backend"))
@@ -32,8 +32,8 @@ def make_rationale_variants(store: ArtifactStore, examples: ArtifactRef, baselin
                             names: list[str], user_rationales: ArtifactRef | None = None) -> ArtifactRef:
     """The test split's rationale variants (gold, leaky, gold_leaky, vacuous), plus any user rationales."""
     ex = examples_in_test_split(store, examples)
-    b = store.read_parquet(baselines.uri)
+    b = store.read_parquet(baselines.key)
     out = variants.make_variants(ex, b.filter(pl.col("id").is_in(ex["id"].implode())), tuple(names))
     if user_rationales is not None:
-        out = variants.combine_rationale_sets(out, store.read_parquet(user_rationales.uri))
+        out = variants.combine_rationale_sets(out, store.read_parquet(user_rationales.key))
     return put_table(store, "rationales.parquet", out)

@@ -2,12 +2,16 @@
 
 Cache key of a step = sha256 over
   - the step name and its code version (a hash of the source of the task and the core modules it calls),
-  - each input artifact's content digest (ArtifactRef.digest), each config's values, each plain argument,
-  - the artifact store's root.
+  - each input artifact's content digest (ArtifactRef.digest), each config's values, each plain argument.
 The same key names the step's output folder `<root>/<step>/<key>/...`, so outputs are content-addressed by
 what produced them, and a second run with the same inputs is served from Prefect's cache (persisted as JSON in
 `<root>/_prefect/results`). Changing one option changes the key of that step and of every step downstream of
 it, and nothing else.
+
+Where the store lives is not part of the key: the cache records travel with the store (they are inside it), so a
+store that is moved, copied or synced to another bucket serves its steps from cache under its new root. Refs
+read back from a cache record are rebased onto the store that read them (`rebased`): a step reads its inputs by
+key, never by the absolute URI an earlier run recorded.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ def canonical(value: Any) -> Any:
     if isinstance(value, ArtifactRef):
         return {"ref": value.digest}
     if isinstance(value, ArtifactStore):
-        return {"store": value.root}
+        return {"store": "artifact-store"}  # its location is not part of the key (module docstring)
     if isinstance(value, BaseModel):
         return {type(value).__name__: canonical(value.model_dump(mode="json"))}
     if isinstance(value, dict):
@@ -75,6 +79,19 @@ def canonical(value: Any) -> Any:
         return value
     raise TypeError(f"cannot put a {type(value).__name__} into a cache key; pass an ArtifactRef, a config or a "
                     f"plain value")
+
+
+def rebased(value: Any, store: ArtifactStore) -> Any:
+    """`value` (a task result: refs inside dicts, lists and tuples) with every ArtifactRef's URI pointing into
+    `store`: a cache record written when the store lived elsewhere names the old location."""
+    if isinstance(value, ArtifactRef):
+        uri = store.uri(value.key)
+        return value if uri == value.uri else value.model_copy(update={"uri": uri})
+    if isinstance(value, dict):
+        return {k: rebased(v, store) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(rebased(v, store) for v in value)
+    return value
 
 
 def step_fingerprint(step: str, version: str, arguments: dict[str, Any]) -> str:
@@ -277,7 +294,7 @@ def stacked_parquet(store: ArtifactStore, refs: Sequence[ArtifactRef], schema: d
         with pq.ParquetWriter(out, empty.to_arrow().schema) as writer:
             writer.write_table(empty.to_arrow())
             for ref in refs:
-                with store.local_copy(ref.uri) as path:
+                with store.local_copy(ref.key) as path:
                     for batch in pq.ParquetFile(path).iter_batches():
                         frame = pl.from_arrow(batch)
                         frame = frame.select([(pl.col(c) if c in frame.columns else pl.lit(None)).cast(t).alias(c)
@@ -448,7 +465,8 @@ class StepRunner:
     def _call(self, task_obj, *args, **kwargs) -> tuple[Any, bool]:
         """Run the task in this process against the store's result storage: (result, served from cache)."""
         state = self._bound(task_obj)(*args, return_state=True, **kwargs)
-        return state.result(), state.name == "Cached"  # result() raises the task's exception when it failed
+        # result() raises the task's exception when it failed
+        return rebased(state.result(), self.store), state.name == "Cached"
 
     def score(self, task_obj, *args, rationales: ArtifactRef | list[ArtifactRef], step_label: str | None = None,
               **kwargs):
@@ -477,7 +495,8 @@ class StepRunner:
             i, state = failed[0]
             raise StepError(f"{label}: {len(failed)} of {len(shards)} shard(s) failed on "
                             f"{self._sharding.config.where()}; shard {i}: {state.name}: {state.message or ''}".rstrip(": "))
-        merged, merge_cached = self._call(concat_scores, self.store, [state.result() for state in states])
+        merged, merge_cached = self._call(concat_scores, self.store,
+                                          [rebased(state.result(), self.store) for state in states])
         cached = merge_cached and all(state.name == "Cached" for state in states)
         self.records.append(StepRecord(label, cached, time.perf_counter() - started,
                                        where=self._sharding.config.where()))

@@ -1,18 +1,62 @@
-"""Copy a run's headline outputs into a plain run directory a person can open."""
+"""A run directory a person can open: the headline outputs, and run.json naming every artifact the run used.
+
+run.json names the artifact store relative to the run directory when both lie inside the project (the working
+directory the run was started from), e.g. `"artifact_root": "../../.larev/store"`: a project folder that is
+copied or moved keeps reading and writing its own store. A store outside the project (another disk, S3) is
+recorded as it is. Artifacts are named by their key inside the store; `read_run` resolves both again.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NONE
 
+from larev.errors import ConfigError
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 
 RUN_FILE = "run.json"
+
+
+def recorded_root(store: ArtifactStore, run_dir: str | Path, project: str | Path | None = None) -> str:
+    """How run.json names `store`: relative to `run_dir` when both are inside `project` (default: the working
+    directory), else the store's root as it is."""
+    if not store.is_local:
+        return store.root
+    project_dir = Path(project or os.getcwd()).resolve()
+    run_path, root = Path(run_dir).resolve(), Path(store.root).resolve()
+    if run_path.is_relative_to(project_dir) and root.is_relative_to(project_dir):
+        return os.path.relpath(root, run_path)
+    return store.root
+
+
+def resolved_root(recorded: str, run_dir: str | Path) -> str:
+    """The store root of a run.json entry: a relative one is resolved against the run directory."""
+    if "://" in recorded or os.path.isabs(recorded):
+        return recorded
+    return str((Path(run_dir).resolve() / recorded).resolve())
+
+
+def read_run(run_dir: str | Path) -> dict:
+    """A finished run's run.json with `artifact_root` resolved and every artifact's URI inside that store."""
+    path = Path(run_dir) / RUN_FILE
+    if not path.exists():
+        raise ConfigError(f"{run_dir} is not a finished larev run (no {RUN_FILE}); run `larev run` first")
+    run = json.loads(path.read_text())
+    root = resolved_root(run["artifact_root"], run_dir)
+    if "://" not in root and not Path(root).is_dir():
+        raise ConfigError(f"{path} names the artifact store {run['artifact_root']!r}, which resolves to {root}: "
+                          "no such folder. Copy or move the store together with the run directory, or fix "
+                          f"artifact_root in {RUN_FILE}")
+    store = ArtifactStore(root)
+    run["artifact_root"] = store.root
+    run["artifacts"] = {k: {**v, "uri": store.uri(v["key"])} for k, v in run["artifacts"].items()}
+    return run
 
 
 @task(name="export-run", cache_policy=NONE, persist_result=False)
@@ -35,7 +79,7 @@ def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef],
             tmp.replace(out / filename)
         else:  # left by an earlier export to this directory with other options: it would not match run.json
             (out / filename).unlink(missing_ok=True)
-    record = {"artifact_root": store.root, "params": params,
+    record = {"artifact_root": recorded_root(store, out), "params": params,
               "artifacts": {k: v.model_dump() for k, v in refs.items()}}
     tmp = out / f".{RUN_FILE}.tmp"
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))

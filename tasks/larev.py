@@ -37,7 +37,7 @@ def find_leakage_terms(store: ArtifactStore, phi_base: ArtifactRef, examples: Ar
     from larev.models.evaluator import load_evaluator
 
     df = training_frame(store, examples, baselines)
-    phi_b = load_evaluator(store.get_dir(phi_base.uri), device=device)
+    phi_b = load_evaluator(store.get_dir(phi_base.key), device=device)
     rows, table = leakage_terms(phi_b, df["baseline"].to_list(), df["label"].to_list(), config, progress=progress)
     rows = rows.drop("row").insert_column(0, df["id"])
     return {"terms": put_table(store, "leakage_terms.parquet", rows),
@@ -57,8 +57,8 @@ def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: Ar
     from tasks.secrets import gemini_options
 
     df = training_frame(store, examples, baselines).join(
-        store.read_parquet(terms.uri).select("id", "term", "start", "end"), on="id", how="left")
-    mask = mask_token_of(AutoTokenizer.from_pretrained(store.get_dir(phi_base.uri)))
+        store.read_parquet(terms.key).select("id", "term", "start", "end"), on="id", how="left")
+    mask = mask_token_of(AutoTokenizer.from_pretrained(store.get_dir(phi_base.key)))
     generator = None
     if config.backend == "llm":
         generator = make_generator(config, **gemini_options(store))
@@ -70,7 +70,7 @@ def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: Ar
 def environment_frame(store: ArtifactStore, examples: ArtifactRef, environments_ref: ArtifactRef) -> pl.DataFrame:
     """Train/validation examples with their three environment texts as columns E1, E2, E3."""
     ex = train_val_examples(store, examples)
-    wide = store.read_parquet(environments_ref.uri).pivot(on="env", index="id", values="baseline")
+    wide = store.read_parquet(environments_ref.key).pivot(on="env", index="id", values="baseline")
     return ex.join(wide, on="id", how="inner")
 
 
@@ -83,7 +83,7 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
     from larev.models.train import train_evaluator
 
     tr, val = split_train_validation(environment_frame(store, examples, environments_ref))
-    psi = probe_from(load_evaluator(store.get_dir(phi.uri), device=train.device))
+    psi = probe_from(load_evaluator(store.get_dir(phi.key), device=train.device))
     with epoch_checkpoints(store, "probe", train.epochs) as checkpoints:
         train_evaluator(psi, [baseline_input(b) for b in tr["E2"]], tr["label"].to_list(),
                         [baseline_input(b) for b in val["E2"]], val["label"].to_list(), label_sets(val), train,
@@ -110,7 +110,7 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     df = environment_frame(store, examples, environments_ref)
     tr, val = split_train_validation(df)
     phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
-    psi = load_evaluator(store.get_dir(probe.uri), device=train.device)
+    psi = load_evaluator(store.get_dir(probe.key), device=train.device)
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
         train_leakage_aware(phi_la, psi, la_instances(tr), la_instances(val), label_sets(val), train, objective,
                             task=df["task"][0], progress=progress, checkpointer=checkpoints)

@@ -31,9 +31,9 @@ def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str
         summary = rev.summarise(pl.scan_parquet(stacked))
         scores_ref = put_file(store, "scores.parquet", stacked)
     markdown = reports.report_markdown(summary, title=title)
-    tables = {k: store.read_parquet(v.uri) for k, v in (diagnostics or {}).items()}
+    tables = {k: store.read_parquet(v.key) for k, v in (diagnostics or {}).items()}
     if la_models or {"tokens", "terms", "environments"} & set(tables):
-        meta = {name: json.loads((store.get_dir(ref.uri) / LAREV_CONFIG_FILE).read_text())["meta"]
+        meta = {name: json.loads((store.get_dir(ref.key) / LAREV_CONFIG_FILE).read_text())["meta"]
                 for name, ref in (la_models or {}).items()}
         markdown += "\n" + reports.larev_diagnostics(tables.get("tokens"), tables.get("terms"),
                                                      tables.get("environments"), meta)
@@ -57,9 +57,9 @@ def artifact_key(name: str) -> str:
 def publish(store: ArtifactStore, summary: ArtifactRef, report: ArtifactRef, name: str) -> None:
     """Show the score table and the report in the Prefect UI (on cached reruns too), keyed by the run's name."""
     key = artifact_key(name)
-    table = store.read_parquet(summary.uri)
+    table = store.read_parquet(summary.key)
     create_table_artifact(key=f"{key}-scores", table=table.to_dicts(), description="Scores per metric and source")
-    create_markdown_artifact(key=f"{key}-report", markdown=store.read_text(report.uri), description="Run report")
+    create_markdown_artifact(key=f"{key}-report", markdown=store.read_text(report.key), description="Run report")
 
 
 @task(name="publish-stress", cache_policy=NONE, persist_result=False)
@@ -67,10 +67,10 @@ def publish_stress(store: ArtifactStore, refs: dict[str, ArtifactRef], name: str
     """Show the AddText report and the FTC summary per source in the Prefect UI, keyed by the output's name."""
     key = artifact_key(name)
     if "addtext_report" in refs:
-        create_markdown_artifact(key=f"{key}-addtext", markdown=store.read_text(refs["addtext_report"].uri),
+        create_markdown_artifact(key=f"{key}-addtext", markdown=store.read_text(refs["addtext_report"].key),
                                  description="AddText stress test: score shifts per metric")
     if "ftc_summary" in refs:
-        by_source = json.loads(store.read_text(refs["ftc_summary"].uri))["by_source"]
+        by_source = json.loads(store.read_text(refs["ftc_summary"].key))["by_source"]
         rows = [{"source": source, **{k: s[k] for k in ("n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl",
                                                          "ftc_wasserstein")}} for source, s in by_source.items()]
         create_table_artifact(key=f"{key}-ftc", table=rows, description="FTC per rationale source")

@@ -38,7 +38,7 @@ def make_training_rationales(store: ArtifactStore, examples: ArtifactRef, baseli
                              sources: list[str]) -> ArtifactRef:
     """The train/validation split's rationales of every source RORA trains on (the built-in variants)."""
     ex = train_val_examples(store, examples)
-    b = store.read_parquet(baselines.uri)
+    b = store.read_parquet(baselines.key)
     out = variants.make_variants(ex, b.filter(pl.col("id").is_in(ex["id"].implode())), tuple(sources))
     return put_table(store, "training_rationales.parquet", out)
 
@@ -47,7 +47,7 @@ def source_frame(store: ArtifactStore, examples: ArtifactRef, training_rationale
                  source: str) -> pl.DataFrame:
     """Train/validation examples with the `source` rationale in place of the gold one."""
     ex = train_val_examples(store, examples).drop("rationale")
-    rat = store.read_parquet(training_rationales.uri).filter(pl.col("source") == source).select("id", "rationale")
+    rat = store.read_parquet(training_rationales.key).filter(pl.col("source") == source).select("id", "rationale")
     if rat.is_empty():
         raise ValueError(f"no training rationales for source {source!r}")
     return ex.join(rat, on="id", how="inner")
@@ -80,7 +80,7 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
     from larev.rationale_leakage import accuracy_of, detect_leakage, load_rationale_model, residual_leakage
 
     df = source_frame(store, examples, training_rationales, source)
-    model = load_rationale_model(store.get_dir(rationale_model.uri))
+    model = load_rationale_model(store.get_dir(rationale_model.key))
     # the global attribution comes from the training split only; its leaky words then mark validation rows too
     tr, val = split_train_validation(df)
     ordered = pl.concat([tr, val])
@@ -108,7 +108,7 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
 def spans_frame(store: ArtifactStore, examples: ArtifactRef, training_rationales: ArtifactRef, source: str,
                 spans: ArtifactRef) -> pl.DataFrame:
     df = source_frame(store, examples, training_rationales, source)
-    return df.join(store.read_parquet(spans.uri).select("id", "spans"), on="id", how="inner")
+    return df.join(store.read_parquet(spans.key).select("id", "spans"), on="id", how="inner")
 
 
 def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: ModelConfig, config: InfillerConfig,
@@ -164,7 +164,7 @@ def make_counterfactuals(store: ArtifactStore, source: str, infiller_ref: Artifa
     if infiller_ref is None:
         fills = [[] for _ in range(requests.height)]
     else:
-        ev = load_evaluator(store.get_dir(infiller_ref.uri), device=device)
+        ev = load_evaluator(store.get_dir(infiller_ref.key), device=device)
         fills = generate_fills(ev, requests["input"].to_list(), requests["n_spans"].to_list(), config,
                                progress=progress, desc=f"counterfactuals[{source}]")
     texts, missing = rora.rebuild_all(requests["masked"].to_list(), fills)
@@ -186,7 +186,7 @@ def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, tra
     from larev.models.evaluator import new_evaluator
 
     df = source_frame(store, examples, training_rationales, source)
-    cf = store.read_parquet(counterfactuals.uri).sort("env")
+    cf = store.read_parquet(counterfactuals.key).sort("env")
     by_id = cf.group_by("id", maintain_order=True).agg(pl.col("rationale"))
     df = df.join(by_id.rename({"rationale": "envs"}), on="id", how="inner")
     n_env = int(cf["env"].max()) + 1
@@ -242,11 +242,11 @@ def score_rora(store: ArtifactStore, phis: dict[str, ArtifactRef], theta: Artifa
     from larev.metrics.rora import score_rora as score_fn
     from larev.models.evaluator import load_evaluator
 
-    ex = store.read_parquet(examples.uri)
-    th = load_evaluator(store.get_dir(theta.uri), device=device)
+    ex = store.read_parquet(examples.key)
+    th = load_evaluator(store.get_dir(theta.key), device=device)
     frames = []
-    for model_source, part in _by_model_source(store.read_parquet(rationales.uri), list(phis)):
-        phi = load_evaluator(store.get_dir(phis[model_source].uri), device=device)
+    for model_source, part in _by_model_source(store.read_parquet(rationales.key), list(phis)):
+        phi = load_evaluator(store.get_dir(phis[model_source].key), device=device)
         frames.append(score_fn(phi, th, part, ex, score, progress=progress))
     return put_table(store, "scores.parquet", pl.concat(frames))
 
@@ -260,11 +260,11 @@ def score_rq_las(store: ArtifactStore, proxies: dict[str, ArtifactRef], rational
     from larev.models.evaluator import load_evaluator
     from larev.rationale_leakage import load_rationale_model
 
-    ex = store.read_parquet(examples.uri)
-    th = load_evaluator(store.get_dir(theta.uri), device=device)
+    ex = store.read_parquet(examples.key)
+    th = load_evaluator(store.get_dir(theta.key), device=device)
     frames = []
-    for model_source, part in _by_model_source(store.read_parquet(rationales.uri), list(proxies)):
-        proxy = load_evaluator(store.get_dir(proxies[model_source].uri), device=device)
-        small = load_rationale_model(store.get_dir(rationale_models[model_source].uri))
+    for model_source, part in _by_model_source(store.read_parquet(rationales.key), list(proxies)):
+        proxy = load_evaluator(store.get_dir(proxies[model_source].key), device=device)
+        small = load_rationale_model(store.get_dir(rationale_models[model_source].key))
         frames.append(score_fn(proxy, th, small, part, ex, score, progress=progress))
     return put_table(store, "scores.parquet", pl.concat(frames))

@@ -19,7 +19,7 @@ def baselines_for(store: ArtifactStore, examples: pl.DataFrame, baselines: Artif
                   config: BaselineConfig) -> pl.DataFrame:
     """Baselines for every (id, label) among the rationales: the stored gold-label ones, plus any label a
     rationale file asserts that is not the gold one (b states the label being evaluated)."""
-    known = store.read_parquet(baselines.uri).select("id", "label", "baseline")
+    known = store.read_parquet(baselines.key).select("id", "label", "baseline")
     wanted = rationales.select("id", "label").unique()
     missing = wanted.join(known, on=["id", "label"], how="anti")
     if missing.is_empty():
@@ -35,10 +35,10 @@ def score_metric(store: ArtifactStore, metric: str, phi: ArtifactRef, phi_base: 
                  score: ScoreConfig, device: str = "auto", progress: bool = True) -> ArtifactRef:
     """Pointwise scores (REV eq. 5; LAREV eq. 4.4 when phi is phi_LA) for every rationale, with both
     evaluators' predictions."""
-    ex = store.read_parquet(examples.uri)
-    rat = store.read_parquet(rationales.uri)
+    ex = store.read_parquet(examples.key)
+    rat = store.read_parquet(rationales.key)
     b = baselines_for(store, ex, baselines, rat, baseline_config)
-    g_prime = load_evaluator(store.get_dir(phi.uri), device=device)
-    g = load_evaluator(store.get_dir(phi_base.uri), device=device)
+    g_prime = load_evaluator(store.get_dir(phi.key), device=device)
+    g = load_evaluator(store.get_dir(phi_base.key), device=device)
     scores = rev.score_rev(g_prime, g, rat, ex, b, score, metric=metric, progress=progress)
     return put_table(store, "scores.parquet", scores)

@@ -142,7 +142,7 @@ def shard_bounds(n_rows: int, shard_rows: int) -> list[tuple[int, int]]:
 def split_rationales(store: ArtifactStore, rationales: ArtifactRef, shard_rows: int) -> list[ArtifactRef]:
     """The rationale table, sorted by example id (file order kept within an id), cut into consecutive shards of
     at most `shard_rows` rows."""
-    table = store.read_parquet(rationales.uri).sort("id", maintain_order=True)
+    table = store.read_parquet(rationales.key).sort("id", maintain_order=True)
     return [put_table(store, f"shard-{i:05d}.parquet", table.slice(start, stop - start))
             for i, (start, stop) in enumerate(shard_bounds(table.height, shard_rows))]
 

@@ -63,7 +63,7 @@ def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactR
     from larev.progress import progress_bar
 
     ex = examples_in_test_split(store, examples)
-    rat = store.read_parquet(rationales.uri)
+    rat = store.read_parquet(rationales.key)
     rows = _of_sources(rat, sources).join(ex.select("id", "task", "premise", "hypothesis"), on="id", how="inner")
     if rows.is_empty():
         raise InputError(f"FTC: no rationale of the sources {list(sources)} (the file has "
@@ -75,7 +75,7 @@ def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactR
     if not config.task_model:
         from larev.models.evaluator import load_evaluator
 
-        evaluator = load_evaluator(store.get_dir(theta.uri), device=device) if theta is not None else None
+        evaluator = load_evaluator(store.get_dir(theta.key), device=device) if theta is not None else None
     task_model = make_task_model(config, evaluator=evaluator, device=device)
     extractor = make_extractor(config, **(gemini_options(store) if config.extractor == "llm" else {}))
     tables, summaries = [], {}
@@ -101,7 +101,7 @@ def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples:
     `config.wiki_corpus` (part of the cache key)."""
     from larev.addtext import as_rationale_file, perturb_rationales
 
-    everything = store.read_parquet(rationales.uri)
+    everything = store.read_parquet(rationales.key)
     rat = _of_sources(everything, sources)
     if rat.is_empty():
         raise InputError(f"AddText: no rationale of the sources {list(sources)} (the file has "
@@ -127,7 +127,7 @@ def addtext_shifts(store: ArtifactStore, scores: list[ArtifactRef], title: str) 
 
 def ftc_problem(store: ArtifactStore, refs: dict[str, ArtifactRef], config: FtcConfig) -> str | None:
     """Why FTC cannot run on this run (not NLI; no theta and no task model), or None: checked before any step."""
-    tasks = sorted(store.read_parquet(refs["examples"].uri)["task"].unique())
+    tasks = sorted(store.read_parquet(refs["examples"].key)["task"].unique())
     if tasks != ["nli"]:
         return f"FTC is defined for NLI explanations only; this run's task is {tasks}"
     if not config.task_model and "theta" not in refs:

@@ -30,7 +30,7 @@ ROLES = ("phi_base", "phi")
 
 def train_val_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:
     """The examples every training step reads: the train and validation splits."""
-    return store.read_parquet(examples.uri).filter(pl.col("split").is_in(["train", "validation"]))
+    return store.read_parquet(examples.key).filter(pl.col("split").is_in(["train", "validation"]))
 
 
 def split_train_validation(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -44,7 +44,7 @@ def load_tokenizer(store: ArtifactStore, tokenizer: ArtifactRef | None):
         return None
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(store.get_dir(tokenizer.uri))
+    return AutoTokenizer.from_pretrained(store.get_dir(tokenizer.key))
 
 
 def put_evaluator(store: ArtifactStore, name: str, evaluator, role: str) -> ArtifactRef:
@@ -57,7 +57,7 @@ def put_evaluator(store: ArtifactStore, name: str, evaluator, role: str) -> Arti
 def training_frame(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef) -> pl.DataFrame:
     """Train and validation examples joined with their gold-label baseline."""
     ex = train_val_examples(store, examples)
-    b = store.read_parquet(baselines.uri).select("id", "label", "baseline")
+    b = store.read_parquet(baselines.key).select("id", "label", "baseline")
     return ex.join(b, on=["id", "label"], how="left")
 
 
