@@ -1,0 +1,1 @@
+"""larev's Prefect flows (one per file), the command line and the service set-up."""

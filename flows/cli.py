@@ -481,6 +481,20 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_service_setup(args) -> int:
+    from flows import service
+
+    _wait_for_api(args)
+    done = service.setup(deploy=not args.no_deploy, crash_after=args.crash_after or service.CRASH_AFTER_SECONDS)
+    print(f"Prefect API: {args.api}")
+    print(f"work pools: {', '.join(service.WORK_POOLS)} (created now: {', '.join(done['work_pools_created']) or 'none'})")
+    print(f"crash detection: automation {service.CRASH_AUTOMATION!r} ({done['crash_automation']})")
+    if done["deployed"]:
+        print(f"deployed every deployment of {service.PREFECT_FILE.relative_to(service.PROJECT_DIR)}; start a worker "
+              "with: prefect worker start --pool larev-cpu")
+    return 0
+
+
 def cmd_rescore(args) -> int:
     """One scan of an inbox: what the scheduled `rescore-inbox` deployment does every hour."""
     from flows.rescore import RescoreParams, rescore_inbox
@@ -492,6 +506,10 @@ def cmd_rescore(args) -> int:
     result = rescore_inbox(params)
     print(f"\nScored: {', '.join(result['scored']) or 'nothing new'}; "
           f"quarantined: {', '.join(result['quarantined']) or 'none'}")
+    if result["waiting"]:
+        print(f"Held back (changed less than {params.settle_seconds:g} s ago; scored on the next scan): "
+              + ", ".join(result["waiting"]))
+    print(f"Results table of this inbox: {result['results']}")
     return 0
 
 
@@ -600,6 +618,15 @@ def build_parser() -> argparse.ArgumentParser:
     memory_p.add_argument("--out", default="bench/memory", help="where memory.json goes")
     _server_option(memory_p)
     memory_p.set_defaults(func=cmd_bench_memory)
+    service = sub.add_parser("service", help="run larev as a Prefect service").add_subparsers(dest="service",
+                                                                                             required=True)
+    setup = service.add_parser("setup", help="on the Prefect API (PREFECT_API_URL, or --server): create the work "
+                                             "pools, the crash-detection automation, and every deployment")
+    setup.add_argument("--no-deploy", action="store_true", help="pools and crash detection only")
+    setup.add_argument("--crash-after", type=int, default=None,
+                       help="seconds without a heartbeat before a running flow run is marked Crashed (default 90)")
+    _server_option(setup)
+    setup.set_defaults(func=cmd_service_setup)
     show = sub.add_parser("show", help="print a run's results")
     show.add_argument("run", help="the run directory")
     show.add_argument("--report", action="store_true", help="also print report.md")
@@ -612,9 +639,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from an offline box
-    if args.command in ("run", "score", "rescore", "bench", "ftc", "addtext"):
+    if args.command in ("run", "score", "rescore", "bench", "ftc", "addtext", "service"):
         from flows.server import choose_api
+        from flows.service import heartbeat_environment
 
+        heartbeat_environment()  # a run whose process dies is then marked Crashed (flows/service.py)
+        os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "larev")  # larev's log lines in the run's Logs tab
         args.api, args.api_boot = choose_api(args.server)
     from transformers.utils import logging as hf_logging
 

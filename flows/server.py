@@ -44,9 +44,27 @@ def start_local_server(port: int = LOCAL_PORT, wait_s: float = 90.0) -> str | No
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if api_is_up(api_url):
+            _with_crash_detection(api_url)
             return api_url
         time.sleep(0.25)
     return None
+
+
+def _with_crash_detection(api_url: str) -> None:
+    """Give a server this process started the automation that marks killed runs Crashed (flows/service.py)."""
+    from flows.service import ensure_crash_detection
+
+    saved = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = api_url
+    try:
+        ensure_crash_detection()
+    except Exception as exc:  # noqa: BLE001 - a convenience: the run goes on without it
+        print(f"warning: no crash detection on {api_url}: {exc}", file=sys.stderr)
+    finally:
+        if saved is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = saved
 
 
 def boot_ephemeral_api() -> threading.Thread:

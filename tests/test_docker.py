@@ -45,8 +45,10 @@ def test_compose_runs_server_database_object_store_and_a_worker_per_pool():
     started = {s["command"][s["command"].index("--pool") + 1] for s in services.values()
                if isinstance(s.get("command"), list) and "--pool" in s["command"]}
     assert started == {"larev-cpu", "larev-gpu"} and started <= pools
+    from flows.service import WORK_POOLS
+
     setup = services["setup"]["command"][-1]
-    assert all(f"work-pool create {pool}" in setup for pool in pools)
+    assert "larev service setup" in setup and set(WORK_POOLS) == pools  # it creates the pools prefect.yaml uses
     gpu = services["gpu-worker"]["deploy"]["resources"]["reservations"]["devices"][0]
     assert gpu["capabilities"] == ["gpu"] and services["gpu-worker"]["image"] == "larev:cuda"
     worker_env = services["cpu-worker"]["environment"]
