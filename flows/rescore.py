@@ -17,11 +17,17 @@ import polars as pl
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.score import ScoreParams, read_run, score_rationales
+from flows.score import ScoreParams, score_rationales
+from larev.config import Device
 from larev.errors import InputError, LarevError
-from larev.inbox import DEFAULT_PATTERNS, ledger_entry, new_files, output_name, record, results_rows, scan_report
+from larev.inbox import (DEFAULT_PATTERNS, inbox_label, ledger_entry, new_files, output_name, record, results_rows,
+                         scan_report)
 from storage import ArtifactStore
-from tasks.inbox import fetch, publish_inbox_report, quarantine, read_table, scan_inbox, write_table
+from storage.ref import ArtifactRef
+from tasks.data import check_rationale_file
+from tasks.inbox import (fetch, ledger_key, location, publish_inbox_report, quarantine, read_table, scan_inbox,
+                         write_table)
+from tasks.export import read_run
 from tasks.reports import artifact_key
 from tasks.sharding import ScaleOutConfig
 
@@ -39,7 +45,7 @@ class RescoreParams(BaseModel):
     settle_seconds: float = Field(30.0, ge=0, description="files modified more recently than this wait for the "
                                                            "next scan (they may still be being written)")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
-    device: str = Field("auto", description="auto, cpu or cuda")
+    device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
                                       description="shard large files over a Dask cluster (shard_rows > 0)")
 
@@ -49,19 +55,26 @@ def rescore_inbox(params: RescoreParams) -> dict:
     """Score each new inbox file exactly once; quarantine the files that fail validation."""
     run = read_run(params.run)
     store = ArtifactStore(run["artifact_root"])
+    examples = ArtifactRef(**run["artifacts"]["examples"])
     ledger = read_table(store, params.inbox, "ledger")
     results = read_table(store, params.inbox, "results")
-    todo = new_files(scan_inbox(params.inbox, params.patterns, params.settle_seconds), ledger)
+    found, waiting = scan_inbox(params.inbox, params.patterns, params.settle_seconds)
+    todo = new_files(found, ledger)
     handled, failed = ledger.clear(), {}
     for file in todo:
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 local = fetch(params.inbox, file, tmp)
+                # validated here first, under the file's inbox name: a bad file is an expected outcome (quarantine),
+                # not a failed scoring run with a traceback
+                check_rationale_file(store, examples, local, params.column_map or None, params.scale_out.shard_rows,
+                                     shown_as=location(params.inbox, file.name))
                 out = score_rationales(ScoreParams(run=params.run, rationales=local, name=output_name(file),
                                                    column_map=params.column_map, device=params.device,
                                                    progress=False, scale_out=params.scale_out))
             except InputError as exc:  # the file breaks the data contract: set it aside, go on with the others
                 moved = quarantine(params.inbox, file, str(exc))
+                print(f"quarantined {location(params.inbox, file.name)} -> {moved}: {exc}")
                 entry = ledger_entry(file, "quarantined", output=moved, error=str(exc))
             except (LarevError, OSError, RuntimeError) as exc:  # not the file's fault: retried next scan
                 failed[file.name] = f"{type(exc).__name__}: {exc}"
@@ -76,12 +89,14 @@ def rescore_inbox(params: RescoreParams) -> dict:
         ledger = record(ledger, entry)
         handled = pl.concat([handled, entry])
         write_table(store, params.inbox, "ledger", ledger)
-    report = scan_report(params.inbox, handled, results, failed)
-    publish_inbox_report(artifact_key(f"inbox-{Path(params.inbox.rstrip('/')).name}"), report, results)
+    report = scan_report(params.inbox, handled, results, failed, waiting, params.settle_seconds)
+    publish_inbox_report(artifact_key(f"inbox-{inbox_label(params.inbox)}"), report, results)
     print(report)
     if failed:
         raise LarevError(f"{len(failed)} inbox file(s) could not be scored and will be retried: "
                            + "; ".join(f"{k}: {v}" for k, v in failed.items()))
     return {"scored": handled.filter(pl.col("status") == "scored")["file"].to_list(),
             "quarantined": handled.filter(pl.col("status") == "quarantined")["file"].to_list(),
+            "waiting": sorted(waiting),
+            "results": store.uri(ledger_key(params.inbox, "results")),
             "checked_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}

@@ -87,11 +87,15 @@ def inbox_id(inbox: str) -> str:
     return hashlib.sha256(inbox.rstrip("/").encode()).hexdigest()[:12]
 
 
-def scan_report(inbox: str, entries: pl.DataFrame, results: pl.DataFrame | None, failed: dict[str, str]) -> str:
-    """Markdown for one scan: what was scored (with its scores), quarantined (with why) or failed."""
+def scan_report(inbox: str, entries: pl.DataFrame, results: pl.DataFrame | None, failed: dict[str, str],
+                waiting: dict[str, float] | None = None, settle_seconds: float = 0.0) -> str:
+    """Markdown for one scan: what was scored (with its scores), quarantined (with why), failed, or held back
+    (`waiting`: files changed less than `settle_seconds` ago, {name: seconds since the change})."""
     lines = [f"# Inbox re-evaluation: {inbox}", ""]
     if entries.is_empty() and not failed:
-        lines.append("No new rationale files.")
+        lines.append("No new rationale files." if not waiting else
+                     "No new rationale files ready: the files below changed too recently and wait for the next scan.")
+        lines.append("")
     scored = entries.filter(pl.col("status") == "scored")
     if scored.height:
         lines += ["## Scored", "", "| file | rows | outputs |", "| --- | --- | --- |"]
@@ -110,4 +114,14 @@ def scan_report(inbox: str, entries: pl.DataFrame, results: pl.DataFrame | None,
         lines.append("")
     if failed:
         lines += ["## Failed (retried on the next scan)", ""] + [f"- {f}: {e}" for f, e in failed.items()] + [""]
+    if waiting:
+        lines += [f"## Held back (changed less than {settle_seconds:g} s ago; scored on the next scan)", ""]
+        lines += [f"- {name}: changed {age:.0f} s ago" for name, age in sorted(waiting.items())] + [""]
     return "\n".join(lines)
+
+
+def inbox_label(inbox: str) -> str:
+    """A readable, unique name of an inbox location for Prefect artifact keys: its last folder name and its id
+    (two inboxes named `inbox` in different places get different labels)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", inbox.rstrip("/").rsplit("/", 1)[-1].lower()).strip("-") or "inbox"
+    return f"{name[:40]}-{inbox_id(inbox)[:8]}"

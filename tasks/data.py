@@ -15,7 +15,27 @@ def examples_in_test_split(store: ArtifactStore, examples: ArtifactRef):
     """The test split of a run's examples: what rationales are validated against and scored on."""
     import polars as pl
 
-    return store.read_parquet(examples.uri).filter(pl.col("split") == "test")
+    return store.read_parquet(examples.key).filter(pl.col("split") == "test")
+
+
+def check_rationale_file(store: ArtifactStore, examples: ArtifactRef, path: str,
+                         column_map: dict[str, str] | None = None, shard_rows: int = 0,
+                         shown_as: str | None = None) -> int:
+    """Validate a rationale file against the run's test examples without storing anything (read `shard_rows`
+    rows at a time when > 0); its row count. InputError on bad input, naming the file as `shown_as` (where the
+    user knows it, e.g. its place in an inbox) instead of a local working copy's path."""
+    from larev.data.files import load_rationales_file
+    from larev.errors import InputError
+
+    test = examples_in_test_split(store, examples)
+    try:
+        if shard_rows > 0:
+            return stream.validate_rationale_file(path, test, batch_rows=shard_rows, column_map=column_map)
+        return load_rationales_file(path, test, column_map=column_map).height
+    except InputError as exc:
+        if shown_as is None:
+            raise
+        raise InputError(exc.problem, file=shown_as, row=exc.row, column=exc.column) from None
 
 
 @larev_task("examples", code=(sources, schema))

@@ -41,14 +41,15 @@ def _sha256(fs: fsspec.AbstractFileSystem, path: str) -> str:
 
 
 @task(name="scan-inbox", cache_policy=NONE, persist_result=False)
-def scan_inbox(inbox: str, patterns: list[str], settle_seconds: float) -> list[InboxFile]:
-    """The inbox's top-level rationale files with their digests; files modified in the last `settle_seconds`
-    (perhaps still being written) wait for the next scan. A missing local inbox folder is created."""
+def scan_inbox(inbox: str, patterns: list[str], settle_seconds: float) -> tuple[list[InboxFile], dict[str, float]]:
+    """The inbox's top-level rationale files with their digests, and the files held back: those modified in
+    the last `settle_seconds` (perhaps still being written) wait for the next scan ({name: seconds since their
+    last change}). A missing local inbox folder is created."""
     fs, base = inbox_fs(inbox)
     if not inbox.startswith("s3://"):
         Path(base).mkdir(parents=True, exist_ok=True)
     now = time.time()
-    found = []
+    found, waiting = [], {}
     for info in fs.ls(base, detail=True):
         name = posixpath.basename(info["name"].rstrip("/"))
         if info.get("type") != "file" or not matches(name, patterns):
@@ -57,9 +58,15 @@ def scan_inbox(inbox: str, patterns: list[str], settle_seconds: float) -> list[I
         if modified is not None and settle_seconds > 0:
             stamp = modified.timestamp() if hasattr(modified, "timestamp") else float(modified)
             if now - stamp < settle_seconds:
+                waiting[name] = max(0.0, now - stamp)
                 continue
         found.append(InboxFile(name=name, sha256=_sha256(fs, info["name"])))
-    return found
+    return found, waiting
+
+
+def location(inbox: str, name: str) -> str:
+    """Where an inbox file lives, as a person would look for it: `<inbox>/<name>` (s3://... for S3)."""
+    return f"{inbox.rstrip('/')}/{name}"
 
 
 @task(name="fetch-inbox-file", cache_policy=NONE, persist_result=False)

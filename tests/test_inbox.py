@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import polars as pl
 import pytest
 
-from larev.inbox import (InboxFile, empty_ledger, ledger_entry, matches, new_files, output_name, record,
+from larev.inbox import (InboxFile, empty_ledger, inbox_label, ledger_entry, matches, new_files, output_name, record,
                          results_rows, scan_report)
 
 A, B = InboxFile("a.jsonl", "1" * 64), InboxFile("b.csv", "2" * 64)
@@ -56,3 +56,31 @@ def test_results_rows_and_report():
     assert "| b.csv | inbox/quarantine/b.csv | b.csv: row 2, column 'id': unknown id |" in text
     assert "- c.csv: OSError: gone" in text
     assert "No new rationale files." in scan_report("inbox", empty_ledger(), None, {})
+
+
+def test_the_report_says_which_files_wait_and_why():
+    text = scan_report("inbox", empty_ledger(), None, {}, waiting={"late.jsonl": 4.2}, settle_seconds=30)
+    assert "No new rationale files ready" in text
+    assert "## Held back (changed less than 30 s ago; scored on the next scan)" in text
+    assert "- late.jsonl: changed 4 s ago" in text
+    assert "Held back" not in scan_report("inbox", empty_ledger(), None, {})
+
+
+def test_inbox_labels_differ_for_inboxes_with_the_same_folder_name():
+    labels = {inbox_label(x) for x in ("a/inbox", "b/inbox", "s3://bucket/inbox", "s3://bucket/inbox/")}
+    assert len(labels) == 3  # the trailing slash names the same place
+    assert all(label.startswith("inbox-") for label in labels)
+
+
+def test_the_scan_holds_back_files_that_are_still_changing(tmp_path):
+    import os
+    import time
+
+    from tasks.inbox import scan_inbox
+
+    (tmp_path / "old.jsonl").write_text("{}\n")
+    (tmp_path / "new.jsonl").write_text("{}\n")
+    os.utime(tmp_path / "old.jsonl", (time.time() - 120, time.time() - 120))
+    found, waiting = scan_inbox.fn(str(tmp_path), ["*.jsonl"], 30.0)
+    assert [f.name for f in found] == ["old.jsonl"] and list(waiting) == ["new.jsonl"]
+    assert 0 <= waiting["new.jsonl"] < 30
