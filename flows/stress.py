@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flows.score import read_run, stress_steps
 from larev.addtext.config import AddTextConfig
-from larev.config import BaselineConfig, ScoreConfig
+from larev.config import BaselineConfig, Device, ScoreConfig
 from larev.data.sources import file_digest
 from larev.errors import ConfigError
 from larev.ftc.config import FtcConfig
@@ -41,7 +41,7 @@ class StressParams(BaseModel):
                                                                          "when AddText is on)")
     addtext: AddTextConfig | None = Field(default_factory=AddTextConfig, description="AddText options; empty: none")
     score: ScoreConfig | None = Field(None, description="scoring options for AddText; default: the run's own")
-    device: str = Field("auto", description="auto, cpu or cuda")
+    device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
 
     @model_validator(mode="after")

@@ -14,6 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
+#: Where evaluators train and score: CUDA when present (auto), or the one named.
+Device = Literal["auto", "cpu", "cuda"]
+
+
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -93,7 +97,7 @@ class TrainConfig(_Config):
         "label_set", description="checkpoint selection: the epoch with the best mean validation log p(label) "
                                  "under this normalisation is kept (independent of the scoring options)")
     seed: int = Field(42, description="model initialisation, data order and dropout follow from this seed")
-    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when present, else CPU")
+    device: Device = Field("auto", description="auto: CUDA when present, else CPU")
     bf16: bool = Field(True, description="bf16 autocast on CUDA devices that support it (ignored on CPU)")
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from larev.errors import ConfigError, LarevError
+from larev.progress import quiet_weight_loading
 
 T = TypeVar("T")
 
@@ -242,15 +243,16 @@ def load_local_first(model: str, from_pretrained: Callable[[bool], T],
     if _looks_like_path(model) and not os.path.isdir(os.path.expanduser(model)):
         raise ConfigError(f"no model directory {model!r}: give a directory saved with save_pretrained "
                           "(the Hugging Face hub is not reachable offline)")
-    try:
-        return from_pretrained(True)
-    except Exception as exc:  # noqa: BLE001 - any loading failure means the same fix
-        if _looks_like_path(model) or os.environ.get("HF_HUB_OFFLINE"):
-            raise load_error(exc) from exc
+    with quiet_weight_loading():
         try:
-            return from_pretrained(False)
-        except Exception as hub_exc:  # noqa: BLE001
-            raise load_error(hub_exc) from hub_exc
+            return from_pretrained(True)
+        except Exception as exc:  # noqa: BLE001 - any loading failure means the same fix
+            if _looks_like_path(model) or os.environ.get("HF_HUB_OFFLINE"):
+                raise load_error(exc) from exc
+            try:
+                return from_pretrained(False)
+            except Exception as hub_exc:  # noqa: BLE001
+                raise load_error(hub_exc) from hub_exc
 
 
 class HFSeq2SeqGenerator:

@@ -62,8 +62,12 @@ class StoreCheckpointer:
         self._report(state.epoch)
 
     def clear(self) -> None:
-        """Delete every checkpoint of this training run (after its model was stored)."""
+        """Delete every checkpoint of this training run (after its model was stored), and the step's
+        `checkpoints/` folder once no other training loop of the step has one there."""
         self.store.delete(self.prefix)
+        parent = posixpath.dirname(self.prefix)
+        if posixpath.basename(parent) == "checkpoints" and not self.store.ls(parent):
+            self.store.delete(parent)
 
     def _report(self, epoch: int) -> None:
         _update_progress(self._progress_id, 100.0 * epoch / max(1, self.epochs))

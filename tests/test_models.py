@@ -159,3 +159,21 @@ def test_scoring_a_very_long_input_truncates_it_and_logs_the_count(caplog):
     head = " ".join((words * 200)[:127])
     same = score_labels(evaluator, [head], labels[:1], [["entailment", "neutral", "contradiction"]])
     assert out.logp[0] == pytest.approx(same.logp[0], abs=1e-6)
+
+
+def test_saving_and_loading_print_no_hugging_face_bars(tmp_path, capfd):
+    from transformers.utils import logging as hf_logging
+
+    from larev.models.evaluator import save_evaluator
+
+    hf_logging.enable_progress_bar()  # as in a worker's flow-run process, where nobody turned them off
+    try:
+        ev = tiny_evaluator(["premise hypothesis"] + LABELS)
+        save_evaluator(ev, tmp_path / "ev")
+        load_evaluator(tmp_path / "ev", device="cpu")
+        printed = capfd.readouterr()
+        assert "Loading weights" not in printed.err + printed.out
+        assert "Writing model shards" not in printed.err + printed.out
+        assert hf_logging.is_progress_bar_enabled()  # the library's own setting is left as it was
+    finally:
+        hf_logging.disable_progress_bar()

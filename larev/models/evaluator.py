@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from larev.progress import progress_bar
+from larev.progress import progress_bar, quiet_weight_loading
 
 from larev import __version__
 from larev.config import ModelConfig, ScoreConfig
@@ -112,8 +112,9 @@ def load_hf_checkpoint(config: ModelConfig) -> Evaluator:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(config.backbone)
-        model = AutoModelForSeq2SeqLM.from_pretrained(config.backbone, use_safetensors=True)
+        with quiet_weight_loading():
+            tokenizer = AutoTokenizer.from_pretrained(config.backbone)
+            model = AutoModelForSeq2SeqLM.from_pretrained(config.backbone, use_safetensors=True)
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"could not load the seq2seq checkpoint {config.backbone!r}: {exc.__class__.__name__}: "
@@ -152,8 +153,9 @@ def save_evaluator(evaluator: Evaluator, out_dir: str | Path, **extra_meta) -> P
     """Save weights (safetensors), HF config, tokenizer and `larev_config.json` (configs + meta) into out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    evaluator.model.save_pretrained(out, safe_serialization=True)
-    evaluator.tokenizer.save_pretrained(out)
+    with quiet_weight_loading():  # no "Writing model shards" bar per saved model
+        evaluator.model.save_pretrained(out, safe_serialization=True)
+        evaluator.tokenizer.save_pretrained(out)
     meta = {**evaluator.meta, **extra_meta}
     payload = {"larev_version": __version__, "model_config": evaluator.config.model_dump(mode="json"), "meta": meta}
     (out / LAREV_CONFIG_FILE).write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
@@ -172,7 +174,8 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
     config = ModelConfig(**payload["model_config"])
     tokenizer = AutoTokenizer.from_pretrained(path)
     try:  # safetensors only: a pickled pytorch_model.bin is refused, never unpickled
-        model = AutoModelForSeq2SeqLM.from_pretrained(path, use_safetensors=True)
+        with quiet_weight_loading():
+            model = AutoModelForSeq2SeqLM.from_pretrained(path, use_safetensors=True)
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"cannot load the evaluator weights in {path} ({exc.__class__.__name__}: "
