@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo server-stop test test-slow bench-quality bench-speed bench-scale bench-memory clean
+.PHONY: install demo server-stop test test-service test-slow bench-quality bench-speed bench-scale bench-memory clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ server-stop: install
 ## the default test suite (slow real-data checks are behind `-m slow`: make test-slow)
 test: install
 	$(BIN)/python -m pytest -q
+
+## larev as a service: a real Prefect server, `prefect deploy --all`, a process worker, a schedule, killed runs
+test-service: install
+	$(BIN)/python -m pytest -q -m service tests/service -s
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow

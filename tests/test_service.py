@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -137,7 +138,7 @@ def _rationales(run_dir: str, source: str, n: int = 6) -> pl.DataFrame:
 
 
 def test_scheduled_rescoring_scores_each_file_once_and_quarantines_bad_ones(rev_run, tmp_path, monkeypatch,
-                                                                             capsys):
+                                                                             capsys, caplog):
     root, result = rev_run
     run_dir = result["run_dir"]
     inbox = tmp_path / "inbox"
@@ -161,18 +162,26 @@ def test_scheduled_rescoring_scores_each_file_once_and_quarantines_bad_ones(rev_
     _rationales(run_dir, "model-b").write_ndjson(inbox / "model-b.jsonl")
     bad = _rationales(run_dir, "model-c").with_columns(id=pl.format("no-such-id-{}", pl.int_range(pl.len())))
     bad.write_csv(inbox / "model-c.csv")
-    second = rescore_inbox(params)
+    with caplog.at_level(logging.INFO):
+        second = rescore_inbox(params)
     assert second["scored"] == ["model-b.jsonl"] and second["quarantined"] == ["model-c.csv"]
-    assert calls == ["model-a.parquet", "model-b.jsonl", "model-c.csv"]  # nothing scored twice
+    # nothing scored twice, and the bad file is set aside before any scoring run starts: an expected outcome,
+    # reported in one line without a failed run or a traceback
+    assert calls == ["model-a.parquet", "model-b.jsonl"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert f"quarantined {inbox / 'model-c.csv'} -> " in caplog.text
 
     # a third scan, from the command line: nothing new
     assert main(["rescore", "--run", run_dir, "--inbox", str(inbox), "--settle-seconds", "0"]) == 0
-    assert "Scored: nothing new; quarantined: none" in capsys.readouterr().out and len(calls) == 3
+    printed = capsys.readouterr().out
+    assert "Scored: nothing new; quarantined: none" in printed and len(calls) == 2
+    store = ArtifactStore(json.loads((Path(run_dir) / "run.json").read_text())["artifact_root"])
+    assert f"Results table of this inbox: {store.root}/inbox/" in printed
 
     assert not (inbox / "model-c.csv").exists() and (inbox / "quarantine" / "model-c.csv").exists()
     error = (inbox / "quarantine" / "model-c.csv.error.txt").read_text()
-    assert "no-such-id" in error and "model-c" in error
-    store = ArtifactStore(json.loads((Path(run_dir) / "run.json").read_text())["artifact_root"])
+    assert "no-such-id" in error and f"{inbox / 'model-c.csv'}: row 0, column 'id'" in error  # the inbox file,
+    assert "/tmp/tmp" not in error  # not the scan's temporary copy
     ledger = store.read_parquet(ledger_key(str(inbox), "ledger"))
     assert sorted(zip(ledger["file"], ledger["status"])) == [("model-a.parquet", "scored"),
                                                             ("model-b.jsonl", "scored"),
@@ -204,3 +213,92 @@ def test_pipeline_on_s3_then_a_fully_cached_rerun(s3_server, tmp_path, monkeypat
     run_json = json.loads((Path(cold["run_dir"]) / "run.json").read_text())
     assert run_json["artifact_root"] == f"s3://{bucket}/larev"
     assert all(ref["uri"].startswith(f"s3://{bucket}/larev/") for ref in run_json["artifacts"].values())
+
+
+# ----------------------------------------------------------------------------------------- relocatable projects
+
+
+def test_a_copied_project_scores_with_its_own_store_and_keeps_its_cache(tmp_path, monkeypatch):
+    import shutil
+
+    from flows.score import ScoreParams, score_rationales
+
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    params = tiny_params(Path("."), larev=LarevConfig(enabled=False), rora=RoraConfig(enabled=False)).model_copy(
+        update={"artifact_root": ".larev/store", "run_dir": "runs"})
+    larev_pipeline(params)
+    record = json.loads((project / "runs" / "tiny" / "run.json").read_text())
+    assert record["artifact_root"] == "../../.larev/store"  # relative to the run directory, inside the project
+
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)
+    project.rename(tmp_path / "gone")  # nothing may still point at the original folder
+    monkeypatch.chdir(copy)
+    again = larev_pipeline(params)  # the moved store serves every step from its cache
+    assert [s.step for s in again["steps"] if not s.cached] == []
+    assert all(ref.uri.startswith(str(copy)) for ref in again["refs"].values())
+    _rationales("runs/tiny", "model-z").write_parquet(copy / "mine.parquet")
+    scored = score_rationales(ScoreParams(run="runs/tiny", rationales="mine.parquet", name="mine", progress=False))
+    assert [s.step for s in scored["steps"] if not s.cached] == ["rationales", "score-rev", "report"]
+    summary = pl.read_parquet(copy / "runs" / "tiny" / "mine" / "summary.parquet")
+    assert summary["source"].to_list() == ["model-z"]
+    new_steps = {key.split("/")[0] for key in ArtifactStore(str(copy / ".larev" / "store")).ls()}
+    assert {"rationales", "score"} <= new_steps  # the copy's own store got the new artifacts
+    assert not (tmp_path / "project").exists()
+
+
+def test_a_run_whose_store_is_missing_fails_with_both_paths(tmp_path):
+    from larev.errors import ConfigError
+    from tasks.export import read_run
+
+    run_dir = tmp_path / "runs" / "x"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"artifact_root": "../../.larev/store", "params": {},
+                                                  "artifacts": {}}))
+    with pytest.raises(ConfigError, match=r"'../../.larev/store', which resolves to .*\.larev/store: no such folder"):
+        read_run(run_dir)
+
+
+# ------------------------------------------------------------------------------- service set-up, by hand
+
+
+def test_the_pull_step_enters_larev_home_as_the_worker_has_it(tmp_path, monkeypatch):
+    from flows.service import enter_larev_home
+    from larev.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LAREV_HOME", str(REPO))
+    assert enter_larev_home() == {"directory": str(REPO)} and Path.cwd() == REPO
+    monkeypatch.setenv("LAREV_HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match=f"LAREV_HOME={tmp_path} is not a larev project"):
+        enter_larev_home()
+    monkeypatch.delenv("LAREV_HOME")
+    assert enter_larev_home()["directory"] == str(REPO)  # unset: the checkout larev runs from
+
+
+@pytest.mark.parametrize("module, model, required", [
+    ("flows.score", "ScoreParams", {"run": "r", "rationales": "f.jsonl"}),
+    ("flows.rescore", "RescoreParams", {"run": "r", "inbox": "inbox"}),
+    ("flows.stress", "StressParams", {"run": "r"}),
+])
+def test_device_is_one_of_auto_cpu_cuda_in_every_flow(module, model, required):
+    from pydantic import ValidationError
+
+    params = getattr(importlib.import_module(module), model)
+    assert params(**required, device="cuda").device == "cuda"
+    with pytest.raises(ValidationError, match="device"):
+        params(**required, device="tpu")
+
+
+def test_crash_detection_waits_for_missed_heartbeats():
+    from flows.service import HEARTBEAT_SECONDS, crash_automation
+    from larev.errors import ConfigError
+
+    automation = crash_automation(90)
+    trigger = automation.trigger
+    assert trigger.after == {"prefect.flow-run.heartbeat"} and "prefect.flow-run.Completed" in trigger.expect
+    assert trigger.within.total_seconds() == 90 and automation.actions[0].state.value == "CRASHED"
+    with pytest.raises(ConfigError, match="would mark healthy runs crashed"):
+        crash_automation(HEARTBEAT_SECONDS + 5)

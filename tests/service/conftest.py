@@ -1,0 +1,151 @@
+"""A real Prefect server process (not the test harness), a process worker, and the project deployed on them.
+
+Everything here talks to the server over HTTP as a user's machines would: `larev service setup`, `prefect deploy`,
+`prefect worker start`, the scheduler. The server runs on a free loopback port with its own PREFECT_HOME (SQLite),
+its scheduler looking every 2 s instead of every 60 s so a short test schedule fires quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+HOOKS = Path(__file__).resolve().parent / "hooks"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _up(api_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+class Service:
+    """The live server (its API URL and environment) and helpers to run commands against it."""
+
+    def __init__(self, home: Path, api_url: str, env: dict[str, str]):
+        self.home, self.api_url, self.env = home, api_url, env
+        self.workers: list[subprocess.Popen] = []
+
+    def run(self, *command: str, timeout: float = 300, check: bool = True, env: dict | None = None,
+            cwd: Path = REPO) -> subprocess.CompletedProcess:
+        done = subprocess.run(list(command), cwd=cwd, env={**self.env, **(env or {})}, capture_output=True,
+                              text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-3000:]}\n"
+                                 f"{done.stderr[-3000:]}")
+        return done
+
+    def prefect(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        return self.run(str(BIN / "prefect"), *args, **kwargs)
+
+    def start_worker(self, pool: str, log: Path) -> subprocess.Popen:
+        """A process worker of `pool` whose flow runs see LAREV_HOME=the checkout and the test hooks."""
+        env = {**self.env, "LAREV_HOME": str(REPO), "PYTHONPATH": str(HOOKS),
+               "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_WORKER_PREFETCH_SECONDS": "5"}
+        out = log.open("w")
+        worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", pool, "--type", "process"],
+                                  cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.workers.append(worker)
+        return worker
+
+    def client(self):
+        from prefect.client.orchestration import get_client
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        class _Scoped:
+            def __enter__(inner):
+                inner.settings = temporary_settings({PREFECT_API_URL: self.api_url})
+                inner.settings.__enter__()
+                inner.client = get_client(sync_client=True)
+                return inner.client.__enter__()
+
+            def __exit__(inner, *exc):
+                inner.client.__exit__(*exc)
+                inner.settings.__exit__(*exc)
+
+        return _Scoped()
+
+    def flow_run(self, flow_run_id):
+        with self.client() as client:
+            return client.read_flow_run(flow_run_id)
+
+    def wait_for(self, flow_run_id, states: set[str], timeout: float, what: str):
+        """The flow run once its state name is one of `states`; fails after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        run = None
+        while time.monotonic() < deadline:
+            run = self.flow_run(flow_run_id)
+            if run.state and run.state.name in states:
+                return run
+            time.sleep(2)
+        state = f"{run.state.name}: {run.state.message}" if run and run.state else "no state"
+        raise AssertionError(f"{what}: flow run {flow_run_id} not {sorted(states)} after {timeout:.0f} s ({state})")
+
+    def logs(self, flow_run_id) -> str:
+        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+        with self.client() as client:
+            records = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200)
+        return "\n".join(r.message for r in records)
+
+
+@pytest.fixture(scope="session")
+def live_service(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = _free_port()
+    api_url = f"http://127.0.0.1:{port}/api"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home), PREFECT_API_URL=api_url, PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2", TOKENIZERS_PARALLELISM="false",
+               OMP_NUM_THREADS="2", HF_HUB_OFFLINE="1")
+    log = (home / "server.log").open("w")
+    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    service = Service(home, api_url, env)
+    try:
+        deadline = time.monotonic() + 120
+        while not _up(api_url):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the Prefect server did not come up:\n{(home / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield service
+    finally:
+        import psutil
+
+        for worker in service.workers:  # the worker and the flow runs it started (one may be paused by the hook)
+            children = psutil.Process(worker.pid).children(recursive=True) if worker.poll() is None else []
+            worker.terminate()
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+            for child in children:
+                if child.is_running():
+                    child.kill()
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def params_json(params) -> str:
+    return json.dumps({"params": params.model_dump(mode="json")})
