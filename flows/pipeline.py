@@ -2,8 +2,9 @@
 phi_LA) -> RORA (rationale-only model, leaky spans, infiller, counterfactuals, Phi, theta) and the RQ / LAS
 proxies -> scores for every metric -> report.
 
-Every step is a cached task (tasks/common.py): rerunning with the same parameters is served from cache, and
-changing one option reruns only the steps that depend on it.
+Every step is a cached task (tasks/cache.py): rerunning with the same parameters is served from cache, and
+changing one option reruns only the steps that depend on it. The metrics are flows/metrics.py's list: each trains
+its models (tasks/metric.py's seam) and scores the rationale variants.
 """
 
 from __future__ import annotations
@@ -15,21 +16,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.data.sources import DataConfig, file_digest
-from larev.leakage_aware import LarevConfig
-from larev.metrics.rev import VARIANTS
-from larev.rora import RoraConfig
+from larev.methods.leakage_aware.config import LarevConfig
+from larev.metrics.scores import VARIANTS
+from larev.methods.rora.config import RoraConfig
+from flows.metrics import METRICS
 from storage import ArtifactStore
+from storage.ref import ArtifactRef
 from tasks.baselines import make_baselines, make_rationale_variants
-from tasks.common import StepRunner
+from tasks.metric import Run
+from tasks.runner import StepRunner
+from tasks.training import train_tokenizer
 from tasks.data import load_examples, load_rationales
 from tasks.export import export_run
 from tasks.reports import publish, summarise_scores
-from tasks.larev import find_leakage_terms, make_environments, train_phi_la, train_probe
-from tasks.rora import (find_leaky_spans, make_counterfactuals, make_training_rationales, score_rora, score_rq_las,
-                        train_infiller, train_input_model, train_rationale_only, train_rora_phi)
-from tasks.scoring import score_metric
 from tasks.sharding import ScaleOutConfig
-from tasks.training import train_model, train_tokenizer
 
 
 class PipelineParams(BaseModel):
@@ -68,103 +68,44 @@ def source_digests(data: DataConfig) -> list[str]:
 
 @flow(name="larev-pipeline", flow_run_name="larev-{params.run_name}", log_prints=True)
 def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
-    """Train REV's two evaluators and LAREV's phi_LA; score the rationale variants (and a user file) on the test
-    split with every metric."""
+    """Train every enabled metric's evaluators (REV, LAREV, RORA, RQ / LAS) and score the rationale variants (and
+    a user file) on the test split."""
     store = ArtifactStore(params.artifact_root)
-    with StepRunner(store, gpu_deployment=params.gpu_deployment, scale_out=params.scale_out) as steps:
-        scores, models, diagnostics, refs = pipeline_steps(steps, store, params)
-    report = steps.run(summarise_scores, store, scores, f"larev run '{params.run_name}'", diagnostics,
-                       {k: v for k, v in models.items() if k.startswith("larev")})
+    with StepRunner(store, gpu_deployment=params.gpu_deployment, scale_out=params.scale_out,
+                    progress=params.progress) as steps:
+        run, rationales, inputs = input_steps(steps, params)
+        models: dict[str, ArtifactRef] = {}
+        tables: dict[str, ArtifactRef] = {}
+        report_models: dict[str, ArtifactRef] = {}
+        scores: list[ArtifactRef] = []
+        for metric in METRICS:
+            if not metric.enabled(params):
+                continue
+            trained = metric.train(run, models)
+            models.update(trained.models)
+            tables.update(trained.tables)
+            report_models.update(trained.report_models)
+            scores += metric.score(run, models, rationales)
+        report = steps.run(summarise_scores, scores, f"larev run '{params.run_name}'", tables, report_models)
     publish(store, report["summary"], report["report"], name=params.run_name)
-    refs = {**refs, **models, **diagnostics, **report}
+    refs = {**inputs, **models, **tables, **report}
     run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))
     return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
 
 
-def pipeline_steps(steps: StepRunner, store: ArtifactStore, params: PipelineParams) -> tuple[list, dict, dict, dict]:
-    """Every step before the report: (score refs, model refs, diagnostic tables, input refs)."""
-    examples = steps.run(load_examples, store, params.data, source_digests(params.data))
-    baselines = steps.run(make_baselines, store, examples, params.baselines, progress=params.progress)
+def input_steps(steps: StepRunner, params: PipelineParams) -> tuple[Run, ArtifactRef, dict[str, ArtifactRef]]:
+    """The steps every metric builds on: examples, baselines, the rationale variants (and a user file), the
+    embedded tokenizer. Returns what the metrics read, the rationale table to score, and the input refs."""
+    examples = steps.run(load_examples, params.data, source_digests(params.data))
+    baselines = steps.run(make_baselines, examples, params.baselines)
     user = None
     if params.rationales:
-        user = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales), examples,
+        user = steps.run(load_rationales, params.rationales, file_digest(params.rationales), examples,
                          params.data.column_map or None)
-    rationales = steps.run(make_rationale_variants, store, examples, baselines, params.variants, user)
-    tokenizer = steps.run(train_tokenizer, store, examples, baselines, params.model)
-    models = {role: steps.run(train_model, store, role, examples, baselines, tokenizer, params.model,
-                              params.train, progress=params.progress, step_label=f"train-{role}")
-              for role in ("phi_base", "phi")}
-    device, progress = params.train.device, params.progress
-    scores = [steps.score(score_metric, store, "rev", models["phi"], models["phi_base"], rationales=rationales,
-                          examples=examples, baselines=baselines, baseline_config=params.baselines,
-                          score=params.score, device=device, progress=progress, step_label="score-rev")]
-    diagnostics = {}
-    if params.larev.enabled:
-        cfg = params.larev
-        terms = steps.run(find_leakage_terms, store, models["phi_base"], examples, baselines, cfg.attribution,
-                          device, progress=progress)
-        envs = steps.run(make_environments, store, examples, baselines, terms["terms"], models["phi_base"],
-                         cfg.antonyms, progress=progress)
-        probe = steps.run(train_probe, store, models["phi"], examples, envs, cfg.probe_train, progress=progress)
-        diagnostics = {**terms, "environments": envs}
-        for ablation in [None, *cfg.ablations]:
-            name = "larev" if ablation is None else f"larev_{ablation}"
-            models[name] = steps.run(train_phi_la, store, name, examples, envs, probe, tokenizer, params.model,
-                                     cfg.la_train, cfg.objective_for(ablation), progress=progress,
-                                     step_label=f"train-{name}")
-            scores.append(steps.score(score_metric, store, name, models[name], models["phi_base"],
-                                      rationales=rationales, examples=examples, baselines=baselines,
-                                      baseline_config=params.baselines, score=params.score, device=device,
-                                      progress=progress, step_label=f"score-{name}"))
-        models["probe"] = probe
-    if params.rora.enabled:
-        rora_scores, rora_models, rora_tables = rora_steps(steps, store, params, examples, baselines, tokenizer,
-                                                           rationales)
-        scores += rora_scores
-        models.update(rora_models)
-        diagnostics.update(rora_tables)
-    refs = {"examples": examples, "baselines": baselines, "rationales": rationales,
-            **({"tokenizer": tokenizer} if tokenizer else {})}
-    return scores, models, diagnostics, refs
-
-
-def rora_steps(steps: StepRunner, store: ArtifactStore, params: PipelineParams, examples, baselines, tokenizer,
-               rationales) -> tuple[list, dict, dict]:
-    """RORA's models per training source, theta, and the RORA / RQ / LAS scores. Model refs are named
-    theta, rora_phi:<source>, proxy:<source>, rationale_model:<source> (run.json keeps them for `larev score`)."""
-    cfg, progress, device = params.rora, params.progress, params.train.device
-    sources = cfg.sources(params.variants)
-    training = steps.run(make_training_rationales, store, examples, baselines, sources)
-    theta = steps.run(train_input_model, store, "theta", examples, None, None, tokenizer, params.model, params.train,
-                      progress=progress, step_label="train-theta")
-    models, tables = {"theta": theta, "training_rationales": training}, {}
-    phis, proxies, small = {}, {}, {}
-    for source in sources:
-        small[source] = steps.run(train_rationale_only, store, source, examples, training, cfg.detection.model,
-                                  progress=progress, step_label=f"rationale-model-{source}")
-        spans = steps.run(find_leaky_spans, store, source, small[source], examples, training, cfg.detection,
-                          progress=progress, step_label=f"leaky-spans-{source}")
-        infiller = steps.run(train_infiller, store, source, examples, training, spans["spans"], tokenizer,
-                             params.model, cfg.infiller, progress=progress, step_label=f"infiller-{source}")
-        counterfactuals = steps.run(make_counterfactuals, store, source, infiller, examples, training,
-                                    spans["spans"], cfg.infiller, device, progress=progress,
-                                    step_label=f"counterfactuals-{source}")
-        phis[source] = steps.run(train_rora_phi, store, source, examples, training, counterfactuals, tokenizer,
-                                 params.model, cfg.phi_train, cfg.objective, progress=progress,
-                                 step_label=f"train-rora-{source}")
-        proxies[source] = steps.run(train_input_model, store, f"proxy-{source}", examples, training, source,
-                                    tokenizer, params.model, params.train, progress=progress,
-                                    step_label=f"train-proxy-{source}")
-        tables.update({f"rora_words:{source}": spans["words"], f"rora_spans:{source}": spans["spans"],
-                       f"rora_leakage:{source}": spans["summary"],
-                       f"counterfactuals:{source}": counterfactuals})
-        if infiller is not None:
-            models[f"infiller:{source}"] = infiller
-    models.update({f"rora_phi:{s}": r for s, r in phis.items()})
-    models.update({f"proxy:{s}": r for s, r in proxies.items()})
-    models.update({f"rationale_model:{s}": r for s, r in small.items()})
-    scores = [steps.score(score_rora, store, phis, theta, rationales=rationales, examples=examples,
-                          score=params.score, device=device, progress=progress),
-              steps.score(score_rq_las, store, proxies, small, theta, rationales=rationales, examples=examples,
-                          score=params.score, device=device, progress=progress)]
-    return scores, models, tables
+    rationales = steps.run(make_rationale_variants, examples, baselines, params.variants, user)
+    tokenizer = steps.run(train_tokenizer, examples, baselines, params.model)
+    run = Run(steps=steps, examples=examples, baselines=baselines, baseline_config=params.baselines,
+              score=params.score, device=params.train.device, tokenizer=tokenizer, params=params)
+    inputs = {"examples": examples, "baselines": baselines, "rationales": rationales,
+              **({"tokenizer": tokenizer} if tokenizer else {})}
+    return run, rationales, inputs

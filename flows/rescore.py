@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.score import ScoreParams, score_rationales
 from larev.config import Device
 from larev.errors import InputError, LarevError
-from larev.inbox import (DEFAULT_PATTERNS, inbox_label, ledger_entry, new_files, output_name, record, results_rows,
+from larev.service.inbox import (DEFAULT_PATTERNS, inbox_label, ledger_entry, new_files, output_name, record, results_rows,
                          scan_report)
 from storage import ArtifactStore
 from storage.ref import ArtifactRef

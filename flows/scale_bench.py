@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from flows.score import ScoreParams, read_run, score_rationales
-from larev.variants import bulk_rationales
+from larev.data.variants import bulk_rationales
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.data import examples_in_test_split
@@ -47,8 +47,8 @@ def quick_run(work: Path) -> str:
     weights do not change the cost of scoring); returns its run directory."""
     from flows.pipeline import PipelineParams, larev_pipeline
     from larev.config import TrainConfig
-    from larev.leakage_aware import LarevConfig
-    from larev.rora import RoraConfig
+    from larev.methods.leakage_aware.config import LarevConfig
+    from larev.methods.rora.config import RoraConfig
 
     defaults = LarevConfig()
     params = PipelineParams(run_name="bench-scale", artifact_root=str(work / "store"), run_dir=str(work / "runs"),
@@ -112,8 +112,8 @@ def tiny_run(work: Path) -> str:
     depends on the tables, not on the model, and a small model keeps the large files quick to score."""
     from flows.pipeline import PipelineParams, larev_pipeline
     from larev.config import ModelConfig, TrainConfig
-    from larev.leakage_aware import LarevConfig
-    from larev.rora import RoraConfig
+    from larev.methods.leakage_aware.config import LarevConfig
+    from larev.methods.rora.config import RoraConfig
 
     params = PipelineParams(run_name="bench-memory", artifact_root=str(work / "store"), run_dir=str(work / "runs"),
                             model=ModelConfig(d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16),

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from larev.addtext.config import AddTextConfig
+from larev.stress.addtext.config import AddTextConfig
 from larev.config import BaselineConfig, Device, ScoreConfig
 from larev.data.sources import file_digest
 from larev.errors import ConfigError
-from larev.ftc.config import FtcConfig
+from larev.stress.ftc.config import FtcConfig
+from flows.metrics import METRICS
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import StepRunner
+from tasks.metric import Run
+from tasks.runner import StepRunner
 from tasks.data import load_rationale_shards, load_rationales
 from tasks.export import export_run, read_run
 from tasks.reports import publish, publish_stress, summarise_scores
-from tasks.rora import score_rora, score_rq_las
-from tasks.scoring import score_metric
 from tasks.sharding import ScaleOutConfig
 from tasks.stress import addtext_shifts, ftc_problem, local_model_digest, perturb_for_addtext, score_ftc
 
@@ -64,20 +65,18 @@ def score_rationales(params: ScoreParams) -> dict:
     problem = ftc_problem(store, refs, params.ftc) if params.ftc is not None else None
     if problem:  # before any step: a late failure would lose the scores
         raise ConfigError(problem)
-    with StepRunner(store, scale_out=params.scale_out, refresh=params.refresh) as steps:
-        score_config = params.score or ScoreConfig(**run["params"]["score"])
-        baseline_config = BaselineConfig(**run["params"]["baselines"])
+    with StepRunner(store, scale_out=params.scale_out, refresh=params.refresh, progress=params.progress) as steps:
+        trained = finished_run(steps, run, refs, score=params.score, device=params.device)
         digest, column_map = file_digest(params.rationales), params.column_map or None
         if params.scale_out.enabled:  # read, validated and scored a shard at a time
-            rationales = steps.run(load_rationale_shards, store, params.rationales, digest, refs["examples"],
-                                   column_map, params.scale_out.shard_rows)
+            rationales = steps.run(load_rationale_shards, params.rationales, digest, refs["examples"], column_map,
+                                   params.scale_out.shard_rows)
         else:
-            rationales = steps.run(load_rationales, store, params.rationales, digest, refs["examples"], column_map)
-        scores = score_all(steps, refs, rationales, baseline_config, score_config, params.device, params.progress)
-        stress = stress_steps(steps, refs, rationales, baseline_config, score_config, ftc=params.ftc,
-                              addtext=params.addtext, sources=tuple(params.stress_sources), device=params.device,
-                              progress=params.progress, title=Path(params.rationales).name)
-    report = steps.run(summarise_scores, store, scores, f"larev scores of {Path(params.rationales).name}")
+            rationales = steps.run(load_rationales, params.rationales, digest, refs["examples"], column_map)
+        scores = score_all(trained, refs, rationales)
+        stress = stress_steps(trained, refs, rationales, ftc=params.ftc, addtext=params.addtext,
+                              sources=tuple(params.stress_sources), title=Path(params.rationales).name)
+        report = steps.run(summarise_scores, scores, f"larev scores of {Path(params.rationales).name}")
     publish(store, report["summary"], report["report"], name=params.name)
     if stress:
         publish_stress(store, stress, name=params.name)
@@ -87,46 +86,36 @@ def score_rationales(params: ScoreParams) -> dict:
     return {"run_dir": out, "steps": steps.records}
 
 
-def score_all(steps: StepRunner, refs: dict[str, ArtifactRef], rationales: ArtifactRef | list[ArtifactRef],
-              baseline_config: BaselineConfig, score_config: ScoreConfig, device: str, progress: bool,
-              label: str = "") -> list:
-    """Score refs for every metric the run trained: REV, each LAREV model, and RORA / RQ / LAS when the run
-    trained RORA (sources without their own models are scored with the gold-trained ones)."""
-    examples, store = refs["examples"], steps.store
-    metrics = {"rev": refs["phi"], **{k: v for k, v in refs.items() if k.startswith("larev")}}
-    scores = [steps.score(score_metric, store, metric, phi, refs["phi_base"], rationales=rationales,
-                          examples=examples, baselines=refs["baselines"], baseline_config=baseline_config,
-                          score=score_config, device=device, progress=progress,
-                          step_label=f"{label}score-{metric}")
-              for metric, phi in metrics.items()]
-    if "theta" in refs:
-        by_source = {kind: {k.split(":", 1)[1]: v for k, v in refs.items() if k.startswith(f"{kind}:")}
-                     for kind in ("rora_phi", "proxy", "rationale_model")}
-        scores.append(steps.score(score_rora, store, by_source["rora_phi"], refs["theta"], rationales=rationales,
-                                  examples=examples, score=score_config, device=device, progress=progress,
-                                  step_label=f"{label}score-rora"))
-        scores.append(steps.score(score_rq_las, store, by_source["proxy"], by_source["rationale_model"],
-                                  refs["theta"], rationales=rationales, examples=examples, score=score_config,
-                                  device=device, progress=progress, step_label=f"{label}score-rq-las"))
-    return scores
+def finished_run(steps: StepRunner, run: dict, refs: dict[str, ArtifactRef], *, score: ScoreConfig | None = None,
+                 device: str = "auto") -> Run:
+    """What the metrics read to score with a finished run's models (its run.json): its examples, baselines and
+    options (`score` replaces the run's scoring options)."""
+    return Run(steps=steps, examples=refs["examples"], baselines=refs["baselines"],
+               baseline_config=BaselineConfig(**run["params"]["baselines"]),
+               score=score or ScoreConfig(**run["params"]["score"]), device=device, tokenizer=refs.get("tokenizer"))
 
 
-def stress_steps(steps: StepRunner, refs: dict[str, ArtifactRef], rationales: ArtifactRef,
-                 baseline_config: BaselineConfig, score_config: ScoreConfig, *, ftc: FtcConfig | None,
-                 addtext: AddTextConfig | None, sources: tuple[str, ...], device: str, progress: bool,
-                 title: str) -> dict[str, ArtifactRef]:
+def score_all(run: Run, models: dict[str, ArtifactRef], rationales: ArtifactRef | list[ArtifactRef],
+              label: str = "") -> list[ArtifactRef]:
+    """Score tables of every metric (flows/metrics.py) whose models the run trained."""
+    scoring = replace(run, label=label)
+    return [table for metric in METRICS if metric.trained(models)
+            for table in metric.score(scoring, models, rationales)]
+
+
+def stress_steps(run: Run, refs: dict[str, ArtifactRef], rationales: ArtifactRef, *, ftc: FtcConfig | None,
+                 addtext: AddTextConfig | None, sources: tuple[str, ...], title: str) -> dict[str, ArtifactRef]:
     """FTC of the rationales with the run's theta (or `ftc.task_model`), and the AddText stress test: perturbed
     copies scored with every metric beside their originals, and the shift table."""
+    steps = run.steps
     out: dict[str, ArtifactRef] = {}
     if ftc is not None:
-        out.update(steps.run(score_ftc, steps.store, rationales, refs["examples"], ftc, sources, refs.get("theta"),
-                             device, local_model_digest(ftc.task_model), progress=progress))
+        out.update(steps.run(score_ftc, rationales, refs["examples"], ftc, sources, refs.get("theta"), run.device,
+                             local_model_digest(ftc.task_model)))
     if addtext is not None:
         corpus_digest = file_digest(addtext.wiki_corpus) if addtext.wiki_corpus else None
-        perturbed = steps.run(perturb_for_addtext, steps.store, rationales, refs["examples"], addtext, sources,
-                              corpus_digest)
-        scores = score_all(steps, refs, perturbed["rationales"], baseline_config, score_config, device, progress,
-                           label="addtext-")
-        out.update(steps.run(addtext_shifts, steps.store, scores, f"AddText stress test of {title}"))
+        perturbed = steps.run(perturb_for_addtext, rationales, refs["examples"], addtext, sources, corpus_digest)
+        scores = score_all(run, refs, perturbed["rationales"], label="addtext-")
+        out.update(steps.run(addtext_shifts, scores, f"AddText stress test of {title}"))
         out["addtext_rationales"] = perturbed["addtext"]
     return out

@@ -1,5 +1,5 @@
 """One larev step, run where its deployment's work pool puts it: the GPU stages of a pipeline run, sent there by
-`StepRunner` (tasks/common.py) through `run_deployment` when the pipeline has a `gpu_deployment`.
+`StepRunner` (tasks/runner.py) through `run_deployment` when the pipeline has a `gpu_deployment`.
 
 The step writes its output and its cache record into the artifact store named in its arguments; the calling
 flow then reads both from there (tasks/remote.py explains the protocol).
@@ -13,7 +13,7 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from storage import ArtifactStore
-from tasks.common import StepRunner
+from tasks.runner import StepRunner
 from tasks.remote import decode_arguments, encode_arguments, resolve_task
 
 
@@ -23,7 +23,7 @@ class StepParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     task: str = Field(..., pattern=r"^tasks\.[a-z_]+:[a-z_]+$",
-                      description="the step's task as '<module>:<function>', e.g. 'tasks.training:train_model'")
+                      description="the step's task as '<module>:<function>', e.g. 'tasks.rev:train_model'")
     label: str = Field("step", description="the step's name in the calling run (names this flow run)")
     arguments: dict[str, Any] = Field(default_factory=dict,
                                       description="the task's arguments; the artifact store is given by its root")

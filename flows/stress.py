@@ -9,15 +9,15 @@ from pathlib import Path
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flows.score import read_run, stress_steps
-from larev.addtext.config import AddTextConfig
-from larev.config import BaselineConfig, Device, ScoreConfig
+from flows.score import finished_run, read_run, stress_steps
+from larev.stress.addtext.config import AddTextConfig
+from larev.config import Device, ScoreConfig
 from larev.data.sources import file_digest
 from larev.errors import ConfigError
-from larev.ftc.config import FtcConfig
+from larev.stress.ftc.config import FtcConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import StepRunner
+from tasks.runner import StepRunner
 from tasks.data import load_rationales
 from tasks.export import export_run
 from tasks.reports import publish_stress
@@ -65,16 +65,15 @@ def stress_test(params: StressParams) -> dict:
         log.warning("%s: FTC skipped, AddText runs", problem)
         ftc = None
     sources = params.sources or (["*"] if params.rationales else ["gold"])
-    with StepRunner(store) as steps:
+    with StepRunner(store, progress=params.progress) as steps:
         rationales = refs["rationales"]
         if params.rationales:
-            rationales = steps.run(load_rationales, store, params.rationales, file_digest(params.rationales),
+            rationales = steps.run(load_rationales, params.rationales, file_digest(params.rationales),
                                    refs["examples"], params.column_map or None)
         title = Path(params.rationales).name if params.rationales else f"run {Path(params.run).name}"
-        out = stress_steps(steps, refs, rationales, BaselineConfig(**run["params"]["baselines"]),
-                           params.score or ScoreConfig(**run["params"]["score"]), ftc=ftc,
-                           addtext=params.addtext, sources=tuple(sources), device=params.device,
-                           progress=params.progress, title=title)
+        trained = finished_run(steps, run, refs, score=params.score, device=params.device)
+        out = stress_steps(trained, refs, rationales, ftc=ftc, addtext=params.addtext, sources=tuple(sources),
+                           title=title)
     publish_stress(store, out, name=f"{Path(params.run).name}-{params.name}")
     run_dir = export_run(store, str(Path(params.run) / params.name), out, params.model_dump(mode="json"))
     return {"run_dir": run_dir, "refs": out, "steps": steps.records}

@@ -2,13 +2,11 @@
 
 Every config is a frozen pydantic model with `extra="forbid"`, so a misspelt option fails up front with a
 message naming it. Each one is stored inside the artifacts it produced (model directories keep theirs in
-`larev_config.json`), and its canonical JSON is part of the cache key of the step that uses it.
+`larev_config.json`), and its values are part of the cache key of the step that uses it (tasks/cache.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -20,11 +18,6 @@ Device = Literal["auto", "cpu", "cuda"]
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def digest(self) -> str:
-        """A stable hash of the config's values (part of every cache key)."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 class DemoDataConfig(_Config):

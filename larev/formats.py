@@ -38,6 +38,12 @@ def task_input(task: str, premise: str | None, hypothesis: str | None, question:
     return text
 
 
+def task_inputs(frame) -> list[str]:
+    """x for every row of an examples-shaped (polars) frame: task, premise, hypothesis, question, choices."""
+    return [task_input(t, p, h, q, c) for t, p, h, q, c in
+            zip(frame["task"], frame["premise"], frame["hypothesis"], frame["question"], frame["choices"])]
+
+
 def input_only(x: str) -> str:
     """Input of RORA's baseline theta, log p(y | x, empty rationale) (eq. 9), and of RQ / LAS's no-rationale run."""
     return f"input: {x}"

@@ -7,7 +7,7 @@ import math
 
 import polars as pl
 
-from larev.metrics.rev import DEGRADED, separations
+from larev.metrics.scores import DEGRADED, separations
 
 
 def _fmt(x) -> str:
@@ -113,63 +113,3 @@ def separation_plot(summary: pl.DataFrame, intervals: pl.DataFrame | None = None
     fig.savefig(buf, format="png")
     plt.close(fig)
     return buf.getvalue()
-
-
-def larev_diagnostics(tokens: pl.DataFrame | None, terms: pl.DataFrame | None, environments: pl.DataFrame | None,
-                      la_meta: dict[str, dict]) -> str:
-    """What LAREV's training saw: the top IG tokens, the leakage terms, how E3 was built, and phi_LA's losses."""
-    parts = ["## LAREV diagnostics", ""]
-    if tokens is not None and tokens.height:
-        parts += ["Tokens of b with the highest mean Integrated-Gradients attribution under phi_base "
-                  "(global table, training rows):", "", markdown_table(tokens.head(10)), ""]
-    if terms is not None and terms.height:
-        top = (terms.group_by("term").agg(n=pl.len()).sort(["n", "term"], descending=[True, False]).head(10)
-               .with_columns(share=pl.col("n") / terms.height))
-        parts += ["Most frequent leakage terms (the top-attributed whole word of each b):", "", markdown_table(top),
-                  ""]
-    if environments is not None and environments.height:
-        e3 = (environments.filter(pl.col("env") == "E3").group_by("backend").agg(n=pl.len())
-              .sort(["n", "backend"], descending=[True, False]))
-        parts += ["Who built the antonym environment E3 (`fallback:mask` = no antonym found, E3 = E2):", "",
-                  markdown_table(e3), ""]
-    for name, meta in la_meta.items():
-        history = meta.get("training", {}).get("history", [])
-        weights = meta.get("objective", {}).get("effective_weights", {})
-        if history:
-            parts += [f"`{name}` training (lambda_irm {weights.get('lambda_irm')}, lambda_probe "
-                      f"{weights.get('lambda_probe')}; erm/irm/probe are epoch means; val_logp per environment):", "",
-                      markdown_table(pl.DataFrame(history)), ""]
-    return "\n".join(parts)
-
-
-def rora_diagnostics(tables: dict[str, pl.DataFrame]) -> str:
-    """Per RORA training source: how many training rationales had leaky spans, the leaky words, and how often
-    the counterfactual rationales differ between labels (tables keyed rora_words:<source>, rora_spans:<source>,
-    counterfactuals:<source>)."""
-    sources = [k.split(":", 1)[1] for k in tables if k.startswith("rora_spans:")]
-    if not sources:
-        return ""
-    rows = []
-    for source in sources:
-        spans = tables[f"rora_spans:{source}"]
-        words = tables.get(f"rora_words:{source}")
-        cf = tables.get(f"counterfactuals:{source}")
-        leaky = words.filter(pl.col("leaky"))["word"].head(6).to_list() if words is not None else []
-        row = {"source": source, "rationales": spans.height,
-               "with_spans": (spans["span_source"] != "none").mean(),
-               "by_fallback": (spans["span_source"] == "fallback").mean(),
-               "leaky_words": ", ".join(leaky) + (" ..." if words is not None and
-                                                  words["leaky"].sum() > len(leaky) else "")}
-        leakage = tables.get(f"rora_leakage:{source}")
-        if leakage is not None and leakage.height:
-            row |= {k: leakage[k][0] for k in ("chance", "accuracy_unmasked", "accuracy_masked")}
-        if cf is not None and cf.height:
-            varied = cf.group_by("id").agg(pl.col("rationale").n_unique() > 1)["rationale"].mean()
-            row |= {"edited_by_label": varied, "missing_fills": int(cf["n_missing"].sum())}
-        rows.append(row)
-    return "\n".join([
-        "## RORA diagnostics", "",
-        "Per training source: share of training rationales with leaky spans (and by the explicit fallback), the "
-        "top leaky words; the validation accuracy of a rationale-only model before and after masking the spans "
-        "(residual leakage; `chance` = 1/K); the share of rationales whose counterfactuals differ between labels, "
-        "and sentinels the infiller left unfilled.", "", markdown_table(pl.DataFrame(rows)), ""])

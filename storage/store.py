@@ -2,15 +2,15 @@
 
 One `ArtifactStore` wraps a root on local disk (`runs/store`, `/abs/path`, `file:///abs/path`) or on S3
 (`s3://bucket/prefix`) through fsspec. Artifacts are addressed by a relative *key* (a posix path inside
-the root). The layout that steps use (see `ArtifactStore.keyed`)::
+the root). The layout that steps use (keys built by tasks/cache.py)::
 
     <root>/<step>/<fingerprint>/<name>             a file artifact (e.g. scores.parquet)
     <root>/<step>/<fingerprint>/<name>.sha256      its checksum ("<hex>  <name>", sha256sum format)
     <root>/<step>/<fingerprint>/<dir>/...          a directory artifact (a saved model)
     <root>/<step>/<fingerprint>/<dir>/_MANIFEST.json   written last: path, size, sha256 of every file
 
-`<fingerprint>` is a hash of the step's inputs, config and code version, computed by the caller (see
-`fingerprint`), so a finished step is found again by its key and a changed input gets a new key.
+`<fingerprint>` is a hash of the step's inputs, config and code version, computed by the caller (the step's
+cache key, tasks/cache.py), so a finished step is found again by its key and a changed input gets a new key.
 
 Guarantees:
 
@@ -138,21 +138,12 @@ def _canonical_default(obj: Any) -> Any:
         return obj.model_dump(mode="json")
     if is_dataclass(obj) and not isinstance(obj, type):
         return asdict(obj)
-    raise TypeError(f"fingerprint: cannot hash a value of type {type(obj).__name__}")
+    raise TypeError(f"manifest: cannot hash a value of type {type(obj).__name__}")
 
 
 def _canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=_canonical_default)
-
-
-def fingerprint(*parts: Any) -> str:
-    """16 hex chars of the sha256 of the canonical JSON of `parts` (a step's inputs, config, code version).
-
-    Values must be JSON-like; paths, bytes (hashed), sets (sorted), pydantic models and dataclasses are
-    converted. Dict key order does not matter; list order does.
-    """
-    return sha256_bytes(_canonical_json(list(parts)).encode("utf-8"))[:16]
 
 
 # ------------------------------------------------------------------------------------------------ keys
@@ -296,18 +287,6 @@ class ArtifactStore:
             else:
                 self._fs = fsspec.filesystem("s3", **s3_filesystem_options(self.storage_options))
         return self._fs
-
-    @staticmethod
-    def keyed(step: str, fingerprint: str, name: str) -> str:
-        """The key `<step>/<fingerprint>/<name>` of an artifact a step produced.
-
-        `fingerprint` hashes the step's inputs + config + code version (see `fingerprint()`), so
-        `<root>/<step>/<fingerprint>/` holds exactly the outputs of one run of the step.
-        """
-        for what, part in (("step", step), ("fingerprint", fingerprint)):
-            if not isinstance(part, str) or not part or "/" in part:
-                raise ConfigError(f"invalid {what} {part!r}: must be one non-empty path component")
-        return validate_key(f"{step}/{fingerprint}/{name}")
 
     def _path(self, key: str) -> str:
         """Filesystem path (fsspec form) of a validated key."""

@@ -8,12 +8,13 @@ import larev.baselines.build as build
 import larev.baselines.nli as nli
 import larev.baselines.qa as qa
 import larev.llm as llm
-import larev.variants as variants
+import larev.data.variants as variants
 from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_table
+from tasks.cache import larev_task
+from tasks.outputs import put_table
 from tasks.data import examples_in_test_split
 
 

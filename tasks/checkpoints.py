@@ -1,7 +1,7 @@
 """Training checkpoints in the artifact store, and per-epoch progress in the Prefect UI.
 
 A training task wraps its loop in `epoch_checkpoints(store, name, epochs)`: after every epoch the loop's full
-state (larev/checkpoint.py) goes to `<step>/<fingerprint>/checkpoints/<name>/epoch-NNNN` in the store, local or
+state (larev/models/checkpoint.py) goes to `<step>/<fingerprint>/checkpoints/<name>/epoch-NNNN` in the store, local or
 S3, as a directory artifact whose manifest is written last (an interrupted upload is never read back). The
 step's fingerprint is its cache key, so a rerun of the same step, after a crash or a SIGKILL, finds the
 checkpoints of exactly this computation and resumes from the latest one; the loop logs that it did. Once the
@@ -17,10 +17,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from larev.checkpoint import TrainingState, read_state, write_state
+from larev.models.checkpoint import TrainingState, read_state, write_state
 from larev.errors import ArtifactError
 from storage import ArtifactStore
-from tasks.common import current_step
+from tasks.cache import current_step
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ _EPOCH_DIR = re.compile(r"^epoch-(\d{4,})$")
 
 
 class StoreCheckpointer:
-    """`larev.checkpoint.Checkpointer` over the artifact store, reporting epochs done as a Prefect progress
+    """`larev.models.checkpoint.Checkpointer` over the artifact store, reporting epochs done as a Prefect progress
     artifact."""
 
     def __init__(self, store: ArtifactStore, prefix: str, *, epochs: int, label: str) -> None:

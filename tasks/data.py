@@ -8,7 +8,8 @@ import larev.schema as schema
 from larev.data.sources import DataConfig, load_data
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_table
+from tasks.cache import larev_task
+from tasks.outputs import put_table
 
 
 def examples_in_test_split(store: ArtifactStore, examples: ArtifactRef):

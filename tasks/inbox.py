@@ -1,6 +1,6 @@
 """The inbox of rationale files that scheduled re-evaluation watches: a local folder or an S3 prefix.
 
-Tasks here do I/O only (list, fetch, quarantine, ledger); the ledger logic is larev/inbox.py. None of them is
+Tasks here do I/O only (list, fetch, quarantine, ledger); the ledger logic is larev/service/inbox.py. None of them is
 cached: each scan must see the inbox as it is now.
 """
 
@@ -17,7 +17,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from larev.inbox import InboxFile, empty_ledger, inbox_id, matches
+from larev.service.inbox import InboxFile, empty_ledger, inbox_id, matches
 from storage import ArtifactStore
 from storage.s3 import s3_filesystem_options
 

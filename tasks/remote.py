@@ -23,8 +23,8 @@ from larev.errors import ConfigError
 from storage import ArtifactStore
 
 #: the modules whose larev tasks may be run remotely
-TASK_MODULES = ("tasks.baselines", "tasks.data", "tasks.larev", "tasks.reports", "tasks.rora", "tasks.scoring",
-                "tasks.training")
+TASK_MODULES = ("tasks.accuracy", "tasks.baselines", "tasks.data", "tasks.leakage_aware", "tasks.reports",
+                "tasks.rev", "tasks.rora", "tasks.training")
 
 
 def task_ref(task_obj) -> str:

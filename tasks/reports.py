@@ -10,34 +10,37 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-import larev.metrics.rev as rev
+import larev.methods.leakage_aware.report as larev_report
+import larev.methods.rora.report as rora_report
+import larev.metrics.scores as scores_mod
 import larev.reports as reports
 from larev.models.evaluator import LAREV_CONFIG_FILE
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_bytes, put_file, put_table, stacked_parquet
+from tasks.cache import larev_task
+from tasks.outputs import put_bytes, put_file, put_table, stacked_parquet
 
 
-@larev_task("report", code=(rev, reports))
+@larev_task("report", code=(scores_mod, reports, larev_report, rora_report))
 def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str,
                      diagnostics: dict[str, ArtifactRef] | None = None,
-                     la_models: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
+                     report_models: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
     """scores.parquet (every metric), summary.parquet (per metric and source), report.md, separations.png.
 
-    diagnostics: LAREV's `tokens`, `terms` and `environments` tables and RORA's per-source tables; la_models: the
-    phi_LA model directories (their training histories go into the report).
+    diagnostics: the metrics' diagnostic tables (LAREV's `tokens`, `terms` and `environments`, RORA's per-source
+    tables); report_models: model directories whose training histories go into the report (phi_LA's).
     """
-    with stacked_parquet(store, scores, rev.SCORE_SCHEMA) as stacked:  # streamed: any number of rows
-        summary = rev.summarise(pl.scan_parquet(stacked))
+    with stacked_parquet(store, scores, scores_mod.SCORE_SCHEMA) as stacked:  # streamed: any number of rows
+        summary = scores_mod.summarise(pl.scan_parquet(stacked))
         scores_ref = put_file(store, "scores.parquet", stacked)
     markdown = reports.report_markdown(summary, title=title)
     tables = {k: store.read_parquet(v.key) for k, v in (diagnostics or {}).items()}
-    if la_models or {"tokens", "terms", "environments"} & set(tables):
+    if report_models or {"tokens", "terms", "environments"} & set(tables):
         meta = {name: json.loads((store.get_dir(ref.key) / LAREV_CONFIG_FILE).read_text())["meta"]
-                for name, ref in (la_models or {}).items()}
-        markdown += "\n" + reports.larev_diagnostics(tables.get("tokens"), tables.get("terms"),
-                                                     tables.get("environments"), meta)
-    rora_section = reports.rora_diagnostics(tables)
+                for name, ref in (report_models or {}).items()}
+        markdown += "\n" + larev_report.larev_diagnostics(tables.get("tokens"), tables.get("terms"),
+                                                          tables.get("environments"), meta)
+    rora_section = rora_report.rora_diagnostics(tables)
     if rora_section:
         markdown += "\n" + rora_section
     return {

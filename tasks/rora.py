@@ -1,8 +1,6 @@
-"""RORA's steps (paper section 3) and the models of the RQ / LAS baselines.
-
-Per rationale source with training rationales: the rationale-only model, its leaky spans, the counterfactual
-infiller, the counterfactual environments, Phi (IRM), and the (x, r) proxy of RQ / LAS. Shared: theta on x alone.
-"""
+"""RORA's steps (paper section 3): per rationale source with training rationales, the rationale-only model, its
+leaky spans, the counterfactual infiller, the counterfactual environments and Phi (IRM); theta on x alone; the
+score step (eq. 10)."""
 
 from __future__ import annotations
 
@@ -10,27 +8,33 @@ import tempfile
 
 import polars as pl
 
+import larev.data.variants as variants
 import larev.formats as formats
-import larev.infill as infill
-import larev.irm as irm
-import larev.leakage_aware as leakage_aware
-import larev.metrics.accuracy as accuracy
+import larev.leakage.probe as leakage_probe
+import larev.leakage.rationale_model as rationale_model
+import larev.leakage.spans as leakage_spans
+import larev.methods.leakage_aware.training as la_training
+import larev.methods.rora.config as rora_config
+import larev.methods.rora.environments as rora_envs
+import larev.methods.rora.infill as infill
 import larev.metrics.rora as rora_metric
 import larev.models.evaluator as evaluator_mod
+import larev.models.irm as irm
 import larev.models.train as train_mod
-import larev.rationale_leakage as rationale_leakage
-import larev.rora as rora
-import larev.variants as variants
 from larev.config import ModelConfig, ScoreConfig, TrainConfig
-from larev.infill import InfillerConfig
-from larev.leakage_aware import LeakageAwareConfig
-from larev.rationale_leakage import LeakageDetectionConfig, RationaleModelConfig
+from larev.leakage.rationale_model import RationaleModelConfig
+from larev.leakage.spans import LeakageDetectionConfig
+from larev.methods.leakage_aware.config import LeakageAwareConfig
+from larev.methods.rora.infill import InfillerConfig
 from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
-from tasks.common import larev_task, put_dir, put_table
-from tasks.training import load_tokenizer, put_evaluator, split_train_validation, train_val_examples
+from tasks.metric import Run, Trained
+from tasks.outputs import put_dir, put_table
+from tasks.training import (load_tokenizer, put_evaluator, source_frame, split_train_validation,
+                            train_input_model, train_val_examples)
 
 
 @larev_task("training-rationales", code=(variants,))
@@ -43,21 +47,11 @@ def make_training_rationales(store: ArtifactStore, examples: ArtifactRef, baseli
     return put_table(store, "training_rationales.parquet", out)
 
 
-def source_frame(store: ArtifactStore, examples: ArtifactRef, training_rationales: ArtifactRef,
-                 source: str) -> pl.DataFrame:
-    """Train/validation examples with the `source` rationale in place of the gold one."""
-    ex = train_val_examples(store, examples).drop("rationale")
-    rat = store.read_parquet(training_rationales.key).filter(pl.col("source") == source).select("id", "rationale")
-    if rat.is_empty():
-        raise ValueError(f"no training rationales for source {source!r}")
-    return ex.join(rat, on="id", how="inner")
-
-
-@larev_task("rationale-model", code=(rationale_leakage,), task_run_name="rationale-model-{source}")
+@larev_task("rationale-model", code=(rationale_model,), task_run_name="rationale-model-{source}")
 def train_rationale_only(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                          config: RationaleModelConfig, progress: bool = True) -> ArtifactRef:
     """Phi_small (RORA 3.1): predicts the label from the source's training rationales alone."""
-    from larev.rationale_leakage import save_rationale_model, train_rationale_model
+    from larev.leakage.rationale_model import save_rationale_model, train_rationale_model
 
     tr, _ = split_train_validation(source_frame(store, examples, training_rationales, source))
     model = train_rationale_model(tr["rationale"].to_list(), tr["label"].to_list(), label_sets(tr), config,
@@ -67,7 +61,8 @@ def train_rationale_only(store: ArtifactStore, source: str, examples: ArtifactRe
         return put_dir(store, "rationale_model", tmp)
 
 
-@larev_task("leaky-spans", code=(rationale_leakage, infill), task_run_name="leaky-spans-{source}")
+@larev_task("leaky-spans", code=(rationale_model, leakage_spans, leakage_probe, infill),
+            task_run_name="leaky-spans-{source}")
 def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: ArtifactRef, examples: ArtifactRef,
                      training_rationales: ArtifactRef, config: LeakageDetectionConfig,
                      progress: bool = True) -> dict[str, ArtifactRef]:
@@ -76,8 +71,10 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
     validation accuracy of a fresh rationale-only model trained on the masked rationales, beside chance and the
     unmasked model's accuracy. The sentinels stay in the masked text, so where and how many spans were masked
     counts as information left over."""
-    from larev.infill import mask_spans
-    from larev.rationale_leakage import accuracy_of, detect_leakage, load_rationale_model, residual_leakage
+    from larev.leakage.probe import residual_leakage
+    from larev.leakage.rationale_model import accuracy_of, load_rationale_model
+    from larev.leakage.spans import detect_leakage
+    from larev.methods.rora.infill import mask_spans
 
     df = source_frame(store, examples, training_rationales, source)
     model = load_rationale_model(store.get_dir(rationale_model.key))
@@ -115,7 +112,7 @@ def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: Mod
                  seed: int):
     """A fresh seq2seq model whose tokenizer has the sentinels (added to the embedded tokenizer; T5 checkpoints
     have them; other checkpoints get them added and their embeddings resized)."""
-    from larev.infill import with_sentinels
+    from larev.methods.rora.infill import with_sentinels
     from larev.models.evaluator import new_evaluator
 
     model = model.model_copy(update={"max_target_tokens": max(model.max_target_tokens, config.max_new_tokens)})
@@ -129,7 +126,7 @@ def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: Mod
     return ev
 
 
-@larev_task("infiller", code=(infill, rora, formats, evaluator_mod, train_mod), task_run_name="infiller-{source}",
+@larev_task("infiller", code=(infill, rora_envs, formats, evaluator_mod, train_mod), task_run_name="infiller-{source}",
             gpu=True)
 def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                    spans: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, config: InfillerConfig,
@@ -139,10 +136,10 @@ def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, tra
 
     df = spans_frame(store, examples, training_rationales, source, spans)
     tr, val = split_train_validation(df)
-    pairs_tr = rora.infill_examples(tr, tr["spans"].to_list(), config.max_spans)
+    pairs_tr = rora_envs.infill_examples(tr, tr["spans"].to_list(), config.max_spans)
     if pairs_tr.is_empty():
         return None
-    pairs_val = rora.infill_examples(val, val["spans"].to_list(), config.max_spans)
+    pairs_val = rora_envs.infill_examples(val, val["spans"].to_list(), config.max_spans)
     ev = new_infiller(store, tokenizer, model, config, config.train.seed)
     with epoch_checkpoints(store, "infiller", config.train.epochs, f"infiller[{source}]") as checkpoints:
         train_evaluator(ev, pairs_tr["input"].to_list(), pairs_tr["target"].to_list(), pairs_val["input"].to_list(),
@@ -151,23 +148,23 @@ def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, tra
         return put_evaluator(store, "infiller", ev, f"infiller-{source}")
 
 
-@larev_task("counterfactuals", code=(infill, rora, formats), task_run_name="counterfactuals-{source}", gpu=True)
+@larev_task("counterfactuals", code=(infill, rora_envs, formats), task_run_name="counterfactuals-{source}", gpu=True)
 def make_counterfactuals(store: ArtifactStore, source: str, infiller_ref: ArtifactRef | None, examples: ArtifactRef,
                          training_rationales: ArtifactRef, spans: ArtifactRef, config: InfillerConfig,
                          device: str = "auto", progress: bool = True) -> ArtifactRef:
     """D^e for every label e: id, env, env_label, rationale (counterfactual), n_spans, n_missing."""
-    from larev.infill import generate_fills
+    from larev.methods.rora.infill import generate_fills
     from larev.models.evaluator import load_evaluator
 
     df = spans_frame(store, examples, training_rationales, source, spans)
-    requests = rora.counterfactual_requests(df, df["spans"].to_list(), config.max_spans)
+    requests = rora_envs.counterfactual_requests(df, df["spans"].to_list(), config.max_spans)
     if infiller_ref is None:
         fills = [[] for _ in range(requests.height)]
     else:
         ev = load_evaluator(store.get_dir(infiller_ref.key), device=device)
         fills = generate_fills(ev, requests["input"].to_list(), requests["n_spans"].to_list(), config,
                                progress=progress, desc=f"counterfactuals[{source}]")
-    texts, missing = rora.rebuild_all(requests["masked"].to_list(), fills)
+    texts, missing = rora_envs.rebuild_all(requests["masked"].to_list(), fills)
     ids = df["id"].to_list()
     out = requests.select("env", "env_label", "n_spans").with_columns(
         id=pl.Series([ids[i] for i in requests["row"]]), rationale=pl.Series(texts, dtype=pl.String),
@@ -176,13 +173,13 @@ def make_counterfactuals(store: ArtifactStore, source: str, infiller_ref: Artifa
                                                                   "n_missing"))
 
 
-@larev_task("train-rora", code=(rora, leakage_aware, irm, evaluator_mod, formats), task_run_name="train-rora-{source}",
-            gpu=True)
+@larev_task("train-rora", code=(rora_envs, la_training, irm, evaluator_mod, formats),
+            task_run_name="train-rora-{source}", gpu=True)
 def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                    counterfactuals: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig,
                    train: TrainConfig, objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:
     """Phi (RORA eq. 8): ERM over the environments D^e plus lambda * the per-environment IRMv1 penalty."""
-    from larev.leakage_aware import train_leakage_aware
+    from larev.methods.leakage_aware.training import train_leakage_aware
     from larev.models.evaluator import new_evaluator
 
     df = source_frame(store, examples, training_rationales, source)
@@ -193,49 +190,25 @@ def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, tra
     tr, val = split_train_validation(df)
     phi = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     with epoch_checkpoints(store, "rora_phi", train.epochs, f"rora[{source}]") as checkpoints:
-        train_leakage_aware(phi, None, rora.rora_instances(tr, tr["envs"].to_list(), n_env),
-                            rora.rora_instances(val, val["envs"].to_list(), n_env), label_sets(val), train,
+        train_leakage_aware(phi, None, rora_envs.rora_instances(tr, tr["envs"].to_list(), n_env),
+                            rora_envs.rora_instances(val, val["envs"].to_list(), n_env), label_sets(val), train,
                             objective, task=df["task"][0], progress=progress,
-                            env_names=rora.environment_names(n_env), desc=f"rora[{source}]",
+                            env_names=rora_envs.environment_names(n_env), desc=f"rora[{source}]",
                             checkpointer=checkpoints)
         return put_evaluator(store, "rora_phi", phi, f"rora-{source}")
 
 
-@larev_task("train-input-model", code=(rora, evaluator_mod, train_mod, formats), task_run_name="train-{role}", gpu=True)
-def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, training_rationales: ArtifactRef | None,
-                      source: str | None, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
-                      progress: bool = True) -> ArtifactRef:
-    """theta (RORA eq. 9: y from x alone; training_rationales None) or the RQ / LAS proxy (y from (x, r) of the
-    source's training rationales)."""
-    from larev.formats import input_only, input_with_rationale, target_text
-    from larev.models.evaluator import new_evaluator
-    from larev.models.train import train_evaluator
-
-    if training_rationales is None:
-        df = train_val_examples(store, examples)
-        inputs = [input_only(x) for x in rora.x_texts(df)]
-    else:
-        df = source_frame(store, examples, training_rationales, source)
-        inputs = [input_with_rationale(x, r) for x, r in zip(rora.x_texts(df), df["rationale"])]
-    df = df.with_columns(input=pl.Series(inputs, dtype=pl.String))
-    tr, val = split_train_validation(df)
-    ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
-    with epoch_checkpoints(store, role, train.epochs) as checkpoints:
-        train_evaluator(ev, tr["input"].to_list(), [target_text(y) for y in tr["label"]], val["input"].to_list(),
-                        [target_text(y) for y in val["label"]], label_sets(val), train, progress=progress,
-                        desc=role, checkpointer=checkpoints)
-        return put_evaluator(store, role, ev, role)
-
-
-def _by_model_source(rationales: pl.DataFrame, trained: list[str]):
+def by_model_source(rationales: pl.DataFrame, trained: list[str]):
     """Rationale rows grouped by the source whose models score them."""
-    owner = {source: rora.model_source(source, trained) for source in rationales["source"].unique()}
+    from larev.methods.rora.config import model_source
+
+    owner = {source: model_source(source, trained) for source in rationales["source"].unique()}
     keyed = rationales.with_columns(model_source=pl.col("source").replace_strict(owner))
-    for (model_source,), part in keyed.group_by("model_source", maintain_order=True):
-        yield model_source, part.drop("model_source")
+    for (source,), part in keyed.group_by("model_source", maintain_order=True):
+        yield source, part.drop("model_source")
 
 
-@larev_task("score-rora", code=(rora_metric, rora, evaluator_mod, formats))
+@larev_task("score-rora", code=(rora_metric, rora_config, evaluator_mod, formats))
 def score_rora(store: ArtifactStore, phis: dict[str, ArtifactRef], theta: ArtifactRef, rationales: ArtifactRef,
                examples: ArtifactRef, score: ScoreConfig, device: str = "auto", progress: bool = True) -> ArtifactRef:
     """RORA eq. 10 for every rationale, each source scored by its own Phi (gold's for sources without one)."""
@@ -245,26 +218,61 @@ def score_rora(store: ArtifactStore, phis: dict[str, ArtifactRef], theta: Artifa
     ex = store.read_parquet(examples.key)
     th = load_evaluator(store.get_dir(theta.key), device=device)
     frames = []
-    for model_source, part in _by_model_source(store.read_parquet(rationales.key), list(phis)):
+    for model_source, part in by_model_source(store.read_parquet(rationales.key), list(phis)):
         phi = load_evaluator(store.get_dir(phis[model_source].key), device=device)
         frames.append(score_fn(phi, th, part, ex, score, progress=progress))
     return put_table(store, "scores.parquet", pl.concat(frames))
 
 
-@larev_task("score-rq-las", code=(accuracy, rora_metric, rora, rationale_leakage, evaluator_mod, formats))
-def score_rq_las(store: ArtifactStore, proxies: dict[str, ArtifactRef], rationale_models: dict[str, ArtifactRef],
-                 theta: ArtifactRef, rationales: ArtifactRef, examples: ArtifactRef, score: ScoreConfig,
-                 device: str = "auto", progress: bool = True) -> ArtifactRef:
-    """RQ and LAS for every rationale, each source with its own proxy and leakage indicator (gold's otherwise)."""
-    from larev.metrics.accuracy import score_rq_las as score_fn
-    from larev.models.evaluator import load_evaluator
-    from larev.rationale_leakage import load_rationale_model
+def per_source(models: dict[str, ArtifactRef], kind: str) -> dict[str, ArtifactRef]:
+    """A run's per-source models of one kind (`rora_phi`, `rationale_model`, `proxy`, ...), keyed by source."""
+    return {k.split(":", 1)[1]: v for k, v in models.items() if k.startswith(f"{kind}:")}
 
-    ex = store.read_parquet(examples.key)
-    th = load_evaluator(store.get_dir(theta.key), device=device)
-    frames = []
-    for model_source, part in _by_model_source(store.read_parquet(rationales.key), list(proxies)):
-        proxy = load_evaluator(store.get_dir(proxies[model_source].key), device=device)
-        small = load_rationale_model(store.get_dir(rationale_models[model_source].key))
-        frames.append(score_fn(proxy, th, small, part, ex, score, progress=progress))
-    return put_table(store, "scores.parquet", pl.concat(frames))
+
+class Rora:
+    """RORA: per training source the rationale-only model, leaky spans, infiller, counterfactuals and Phi; theta on
+    x alone (shared with RQ / LAS); scored with eq. 10. Model keys: theta, training_rationales, rora_phi:<source>,
+    rationale_model:<source>, infiller:<source>."""
+
+    name = "rora"
+
+    def enabled(self, params) -> bool:
+        return params.rora.enabled
+
+    def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
+        p, steps = run.params, run.steps
+        cfg = p.rora
+        sources = cfg.sources(p.variants)
+        training = steps.run(make_training_rationales, run.examples, run.baselines, sources)
+        theta = steps.run(train_input_model, "theta", run.examples, None, None, run.tokenizer, p.model, p.train,
+                          step_label="train-theta")
+        out = {"theta": theta, "training_rationales": training}
+        tables: dict[str, ArtifactRef] = {}
+        for source in sources:
+            small = steps.run(train_rationale_only, source, run.examples, training, cfg.detection.model,
+                              step_label=f"rationale-model-{source}")
+            spans = steps.run(find_leaky_spans, source, small, run.examples, training, cfg.detection,
+                              step_label=f"leaky-spans-{source}")
+            infiller = steps.run(train_infiller, source, run.examples, training, spans["spans"], run.tokenizer,
+                                 p.model, cfg.infiller, step_label=f"infiller-{source}")
+            counterfactuals = steps.run(make_counterfactuals, source, infiller, run.examples, training,
+                                        spans["spans"], cfg.infiller, run.device,
+                                        step_label=f"counterfactuals-{source}")
+            out[f"rora_phi:{source}"] = steps.run(train_rora_phi, source, run.examples, training, counterfactuals,
+                                                  run.tokenizer, p.model, cfg.phi_train, cfg.objective,
+                                                  step_label=f"train-rora-{source}")
+            out[f"rationale_model:{source}"] = small
+            if infiller is not None:
+                out[f"infiller:{source}"] = infiller
+            tables.update({f"rora_words:{source}": spans["words"], f"rora_spans:{source}": spans["spans"],
+                           f"rora_leakage:{source}": spans["summary"], f"counterfactuals:{source}": counterfactuals})
+        return Trained(models=out, tables=tables)
+
+    def trained(self, models: dict[str, ArtifactRef]) -> bool:
+        return "theta" in models and bool(per_source(models, "rora_phi"))
+
+    def score(self, run: Run, models: dict[str, ArtifactRef],
+              rationales: ArtifactRef | list[ArtifactRef]) -> list[ArtifactRef]:
+        return [run.steps.score(score_rora, per_source(models, "rora_phi"), models["theta"], rationales=rationales,
+                                examples=run.examples, score=run.score, device=run.device,
+                                step_label=f"{run.label}score-rora")]

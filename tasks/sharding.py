@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-import larev.metrics.rev as rev
+import larev.metrics.scores as scores_mod
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_file, put_table, stacked_parquet
+from tasks.cache import larev_task
+from tasks.outputs import put_file, put_table, stacked_parquet
 
 log = logging.getLogger("larev.steps")
 
@@ -147,10 +148,10 @@ def split_rationales(store: ArtifactStore, rationales: ArtifactRef, shard_rows: 
             for i, (start, stop) in enumerate(shard_bounds(table.height, shard_rows))]
 
 
-@larev_task("merge-scores", code=(rev,))
+@larev_task("merge-scores", code=(scores_mod,))
 def concat_scores(store: ArtifactStore, parts: list[ArtifactRef]) -> ArtifactRef:
     """The shards' score tables stacked in shard order, streamed: the rows one unsharded score step would write."""
-    with stacked_parquet(store, parts, rev.SCORE_SCHEMA) as stacked:
+    with stacked_parquet(store, parts, scores_mod.SCORE_SCHEMA) as stacked:
         return put_file(store, "scores.parquet", stacked)
 
 

@@ -1,35 +1,37 @@
-"""FTC and AddText as tasks: read the rationales and examples, call larev.ftc / larev.addtext, write tables."""
+"""FTC and AddText as tasks: read the rationales and examples, call larev.stress.ftc / larev.stress.addtext, write
+tables."""
 
 from __future__ import annotations
 
 import polars as pl
 
-import larev.addtext.adv as addtext_adv
-import larev.addtext.corpus as addtext_corpus
-import larev.addtext.insert as addtext_insert
-import larev.addtext.perturb as addtext_perturb
-import larev.addtext.report as addtext_report
-import larev.addtext.shift as addtext_shift
-import larev.addtext.words as addtext_words
+import larev.stress.addtext.adv as addtext_adv
+import larev.stress.addtext.corpus as addtext_corpus
+import larev.stress.addtext.insert as addtext_insert
+import larev.stress.addtext.perturb as addtext_perturb
+import larev.stress.addtext.report as addtext_report
+import larev.stress.addtext.shift as addtext_shift
+import larev.stress.addtext.words as addtext_words
 import larev.formats as formats
-import larev.ftc.config as ftc_config
-import larev.ftc.counterfactual as ftc_counterfactual
-import larev.ftc.distances as ftc_distances
-import larev.ftc.extract as ftc_extract
-import larev.ftc.llm_extract as ftc_llm_extract
-import larev.ftc.metric as ftc_metric
-import larev.ftc.relations as ftc_relations
-import larev.ftc.task_model as ftc_task_model
-import larev.ftc.text as ftc_text
+import larev.stress.ftc.config as ftc_config
+import larev.stress.ftc.counterfactual as ftc_counterfactual
+import larev.stress.ftc.distances as ftc_distances
+import larev.stress.ftc.extract as ftc_extract
+import larev.stress.ftc.llm_extract as ftc_llm_extract
+import larev.stress.ftc.metric as ftc_metric
+import larev.stress.ftc.relations as ftc_relations
+import larev.stress.ftc.task_model as ftc_task_model
+import larev.stress.ftc.text as ftc_text
 import larev.llm as llm
-import larev.metrics.rev as rev
+import larev.metrics.scores as scores_mod
 import larev.models.evaluator as evaluator_mod
-from larev.addtext.config import AddTextConfig
+from larev.stress.addtext.config import AddTextConfig
 from larev.errors import InputError
-from larev.ftc.config import FtcConfig
+from larev.stress.ftc.config import FtcConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.common import larev_task, put_bytes, put_file, put_json, put_table, stacked_parquet
+from tasks.cache import larev_task
+from tasks.outputs import put_bytes, put_file, put_json, put_table, stacked_parquet
 from tasks.data import examples_in_test_split
 from tasks.secrets import gemini_options
 
@@ -59,7 +61,7 @@ def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactR
     """FTC-delta, FTC-K and FTC-W (FTC section 2.3) of the NLI rationales of `sources` ('*': all): ftc.parquet (one
     row per (example, case), with the reason where no counterfactual could be built) and ftc.json (the summary
     per source). `task_model_digest`: the content hash of a local `config.task_model` (part of the cache key)."""
-    from larev.ftc.config import make_extractor, make_task_model
+    from larev.stress.ftc.config import make_extractor, make_task_model
     from larev.progress import progress_bar
 
     ex = examples_in_test_split(store, examples)
@@ -99,7 +101,7 @@ def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples:
     addtext.parquet (every perturbed row with its provenance) and rationales.parquet (the originals and their
     perturbed copies in the rationale contract, ready to score). `corpus_digest`: the content hash of
     `config.wiki_corpus` (part of the cache key)."""
-    from larev.addtext import as_rationale_file, perturb_rationales
+    from larev.stress.addtext import as_rationale_file, perturb_rationales
 
     everything = store.read_parquet(rationales.key)
     rat = _of_sources(everything, sources)
@@ -111,12 +113,12 @@ def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples:
             "rationales": put_table(store, "rationales.parquet", as_rationale_file(perturbed, originals=rat))}
 
 
-@larev_task("addtext-shift", code=(addtext_shift, addtext_report, rev))
+@larev_task("addtext-shift", code=(addtext_shift, addtext_report, scores_mod))
 def addtext_shifts(store: ArtifactStore, scores: list[ArtifactRef], title: str) -> dict[str, ArtifactRef]:
     """Per metric, kind and position: the mean score shift of the perturbed rationales and the share whose
     score rises (shift.parquet), as Markdown (addtext.md) and as a plot (addtext.png); every original and
     perturbed rationale's scores (scores.parquet)."""
-    with stacked_parquet(store, scores, rev.SCORE_SCHEMA) as stacked:
+    with stacked_parquet(store, scores, scores_mod.SCORE_SCHEMA) as stacked:
         shift = addtext_shift.score_shift_table(pl.scan_parquet(stacked))
         scores_ref = put_file(store, "scores.parquet", stacked)
     return {"addtext_shift": put_table(store, "shift.parquet", shift), "addtext_scores": scores_ref,

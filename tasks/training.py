@@ -1,4 +1,6 @@
-"""Train the embedded tokenizer and the evaluators (GPU stages: sent to a GPU work pool when one is configured)."""
+"""What every metric's training steps share: the run's training split, the embedded tokenizer, saving evaluators,
+and the models that read the task input with or without a rationale (RORA's theta, the RQ / LAS proxies).
+Training steps are GPU stages: sent to a GPU work pool when one is configured."""
 
 from __future__ import annotations
 
@@ -10,22 +12,19 @@ import larev.formats as formats
 import larev.models.evaluator as evaluator_mod
 import larev.models.tokenizer as tokenizer_mod
 import larev.models.train as train_mod
-import larev.rora as rora_mod
 from larev.config import ModelConfig, TrainConfig
-from larev.errors import ConfigError
-from larev.formats import baseline_input, infill_input, rationale_input, target_text
+from larev.data.variants import LEAKY_TEMPLATE
+from larev.formats import infill_input, input_only, input_with_rationale, target_text, task_inputs
+from larev.methods.rev.inputs import evaluator_inputs
 from larev.models.evaluator import new_evaluator, save_evaluator
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
-from larev.rora import x_texts
 from larev.schema import label_set, label_sets
-from larev.variants import LEAKY_TEMPLATE
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
-from tasks.common import larev_task, put_dir
-
-ROLES = ("phi_base", "phi")
+from tasks.outputs import put_dir
 
 
 def train_val_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:
@@ -61,16 +60,18 @@ def training_frame(store: ArtifactStore, examples: ArtifactRef, baselines: Artif
     return ex.join(b, on=["id", "label"], how="left")
 
 
-def evaluator_inputs(role: str, df: pl.DataFrame) -> list[str]:
-    """phi_base reads b (REV's g); phi reads [r, b] (REV's g')."""
-    if role == "phi_base":
-        return [baseline_input(b) for b in df["baseline"]]
-    if role == "phi":
-        return [rationale_input(r, b) for r, b in zip(df["rationale"], df["baseline"])]
-    raise ConfigError(f"unknown evaluator role {role!r}; expected one of {ROLES}")
+def source_frame(store: ArtifactStore, examples: ArtifactRef, training_rationales: ArtifactRef,
+                 source: str) -> pl.DataFrame:
+    """Train/validation examples with the `source` rationale in place of the gold one (RORA's training
+    rationales: larev/data/variants.py built for the training split)."""
+    ex = train_val_examples(store, examples).drop("rationale")
+    rat = store.read_parquet(training_rationales.key).filter(pl.col("source") == source).select("id", "rationale")
+    if rat.is_empty():
+        raise ValueError(f"no training rationales for source {source!r}")
+    return ex.join(rat, on="id", how="inner")
 
 
-@larev_task("tokenizer", code=(tokenizer_mod, formats, rora_mod))
+@larev_task("tokenizer", code=(tokenizer_mod, formats))
 def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                     model: ModelConfig) -> ArtifactRef | None:
     """The embedded backbone's word-level vocabulary, from the training texts; None for a hub checkpoint."""
@@ -80,7 +81,7 @@ def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: Arti
     labels = sorted({lab for t, c, y in zip(df["task"], df["choices"], df["label"])
                      for lab in (label_set(t, c) if t == "nli" or c is not None else [y])})
     # REV's and LAREV's inputs, RORA's (x, r) and infiller inputs, the labels and the leaky variant's sentence
-    rora_inputs = [infill_input(y, x, r) for y, x, r in zip(df["label"], x_texts(df), df["rationale"])]
+    rora_inputs = [infill_input(y, x, r) for y, x, r in zip(df["label"], task_inputs(df), df["rationale"])]
     texts = [*evaluator_inputs("phi", df), *rora_inputs, *labels,
              *(LEAKY_TEMPLATE.format(label=lab) for lab in labels)]
     tok = train_word_tokenizer(texts, max_vocab=model.max_vocab)
@@ -89,15 +90,23 @@ def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: Arti
         return put_dir(store, "tokenizer", tmp, kind="dir")
 
 
-@larev_task("train", code=(evaluator_mod, train_mod, formats), task_run_name="train-{role}", gpu=True)
-def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baselines: ArtifactRef,
-                tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
-                progress: bool = True) -> ArtifactRef:
-    """Train one evaluator (phi_base on b, or phi on [r, b]) and save it with its configs and history."""
-    tr, val = split_train_validation(training_frame(store, examples, baselines))
+@larev_task("train-input-model", code=(evaluator_mod, train_mod, formats), task_run_name="train-{role}", gpu=True)
+def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, training_rationales: ArtifactRef | None,
+                      source: str | None, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
+                      progress: bool = True) -> ArtifactRef:
+    """theta (RORA eq. 9: y from x alone; training_rationales None) or the RQ / LAS proxy (y from (x, r) of the
+    source's training rationales)."""
+    if training_rationales is None:
+        df = train_val_examples(store, examples)
+        inputs = [input_only(x) for x in task_inputs(df)]
+    else:
+        df = source_frame(store, examples, training_rationales, source)
+        inputs = [input_with_rationale(x, r) for x, r in zip(task_inputs(df), df["rationale"])]
+    df = df.with_columns(input=pl.Series(inputs, dtype=pl.String))
+    tr, val = split_train_validation(df)
     ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     with epoch_checkpoints(store, role, train.epochs) as checkpoints:
-        train_evaluator(ev, evaluator_inputs(role, tr), [target_text(y) for y in tr["label"]],
-                        evaluator_inputs(role, val), [target_text(y) for y in val["label"]], label_sets(val), train,
-                        progress=progress, desc=role, checkpointer=checkpoints)
+        train_evaluator(ev, tr["input"].to_list(), [target_text(y) for y in tr["label"]], val["input"].to_list(),
+                        [target_text(y) for y in val["label"]], label_sets(val), train, progress=progress,
+                        desc=role, checkpointer=checkpoints)
         return put_evaluator(store, role, ev, role)

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from larev.addtext import (BANNED, KINDS, PERTURBED_SCHEMA, POSITIONS, AddTextConfig, AddTextPerturber,
+from larev.stress.addtext import (BANNED, KINDS, PERTURBED_SCHEMA, POSITIONS, AddTextConfig, AddTextPerturber,
                            addtext_source, adv_text, as_rationale_file, default_wiki_corpus, insert_text,
                            lexical_overlap, load_corpus, perturb_rationales, score_shift_table, stable_seed)
-from larev.addtext.adv import AdvLexicon
-from larev.addtext.words import FUNCTION_WORDS, words
+from larev.stress.addtext.adv import AdvLexicon
+from larev.stress.addtext.words import FUNCTION_WORDS, words
 from larev.config import DemoDataConfig
 from larev.data.demo import generate_demo
 from larev.errors import InputError
@@ -89,7 +89,7 @@ def test_config_defaults_and_validation():
     assert config.kinds == KINDS == ("rand", "wiki", "adv")
     assert config.positions == POSITIONS == ("start", "end", "random")
     assert config.n_rand_tokens == 10 and config.wiki_corpus is None
-    assert config.digest() == AddTextConfig().digest() != AddTextConfig(seed=1).digest()
+    assert config == AddTextConfig() != AddTextConfig(seed=1)  # frozen: equal values, equal configs
     for bad in ({"kinds": ("rand", "rand")}, {"kinds": ()}, {"kinds": ("typo",)}, {"positions": ("middle",)},
                 {"n_rand_tokens": 0}, {"wiki_corpus": "  "}, {"sede": 1}):
         with pytest.raises(ValidationError):

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from larev.antonyms import (ANTONYM_PROMPT, MASK_FALLBACK, AntonymChain, AntonymConfig, AntonymRequest,
+from larev.methods.leakage_aware.antonyms import (ANTONYM_PROMPT, MASK_FALLBACK, AntonymChain, AntonymConfig, AntonymRequest,
                             DistractorChoice, GeminiAntonyms, RelationLexicon, WordNetAntonyms, accept_rewrite,
                             build_chain, inflect, masked_baseline)
 from larev.baselines.nli import _PHRASINGS, RELATIONS, NLIItem, OfflineParaphraser, nli_template

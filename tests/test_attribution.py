@@ -1,4 +1,4 @@
-"""Integrated Gradients leakage-term detection (larev/attribution.py)."""
+"""Integrated Gradients leakage-term detection (larev/leakage/attribution.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from larev.attribution import (AttributionConfig, LeakageTerm, TokenAttribution, attribute, baseline_span,
+from larev.leakage.attribution import (AttributionConfig, LeakageTerm, TokenAttribution, attribute, baseline_span,
                                encoder_input_embeddings, label_logprob_forward, leakage_term, leakage_terms,
                                tokenize_with_offsets)
 from larev.config import ModelConfig, TrainConfig
@@ -222,7 +222,7 @@ def test_config_validates():
         AttributionConfig(n_step=3)
     with pytest.raises(ValidationError):
         AttributionConfig(reference="unk")
-    assert AttributionConfig().digest() != AttributionConfig(skip_stopwords=False).digest()
+    assert AttributionConfig() != AttributionConfig(skip_stopwords=False)
     assert AttributionConfig().method == "gausslegendre"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from larev.bench import quality_markdown, quality_results
+from larev.bench.quality import quality_markdown, quality_results
 
 
 def test_results_layout():
@@ -45,7 +45,7 @@ def test_results_carry_intervals_and_markdown_shows_them():
              "correct_base": False, "leaks": None}
             for i in range(30) for s, v in (("gold", 1.0), ("leaky", 0.0), ("gold_leaky", 0.9), ("vacuous", 0.1))]
     scores = pl.DataFrame(rows, schema_overrides={"leaks": pl.Boolean})
-    from larev.metrics.rev import summarise
+    from larev.metrics.scores import summarise
 
     summary = summarise(scores)
     intervals = bootstrap_intervals(scores, n_boot=100)
@@ -59,7 +59,7 @@ def test_results_carry_intervals_and_markdown_shows_them():
 def test_speed_verdicts_and_the_naive_scorer_computes_the_same_quantity():
     import numpy as np
 
-    from larev import speed
+    from larev.bench import speed
     from larev.models.evaluator import score_labels
     from tests.helpers import tiny_evaluator
 

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from larev.checkpoint import (DirectoryCheckpointer, TrainingState, capture_rng, read_state, restore_rng,
+from larev.models.checkpoint import (DirectoryCheckpointer, TrainingState, capture_rng, read_state, restore_rng,
                               write_state)
 from larev.config import TrainConfig
 from larev.formats import baseline_input, rationale_input
-from larev.leakage_aware import LAInstance, LeakageAwareConfig, probe_from, train_leakage_aware
+from larev.methods.leakage_aware.config import LeakageAwareConfig
+from larev.methods.leakage_aware.objective import probe_from
+from larev.methods.leakage_aware.training import LAInstance, train_leakage_aware
 from larev.models.train import train_evaluator
 from tests.helpers import tiny_evaluator
 

@@ -10,8 +10,8 @@ import time
 import polars as pl
 import pytest
 
-from larev.antonyms import MASK_FALLBACK, AntonymConfig
-from larev.environments import ENVIRONMENT_SCHEMA, build_environments, masked_baseline
+from larev.methods.leakage_aware.antonyms import MASK_FALLBACK, AntonymConfig
+from larev.methods.leakage_aware.environments import ENVIRONMENT_SCHEMA, build_environments, masked_baseline
 from larev.errors import InputError
 from larev.llm import GenerationError
 

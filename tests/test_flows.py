@@ -13,22 +13,25 @@ from flows.cli import main
 from flows.pipeline import PipelineParams, larev_pipeline
 from flows.score import ScoreParams, score_rationales
 from larev.config import DemoDataConfig, ModelConfig, ScoreConfig, TrainConfig
-from larev.attribution import AttributionConfig
+from larev.leakage.attribution import AttributionConfig
 from larev.data.sources import DataConfig
-from larev.infill import InfillerConfig
-from larev.leakage_aware import LarevConfig, LeakageAwareConfig
-from larev.rationale_leakage import LeakageDetectionConfig, RationaleModelConfig
-from larev.rora import RoraConfig
+from larev.methods.rora.infill import InfillerConfig
+from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig
+from larev.leakage.rationale_model import RationaleModelConfig
+from larev.leakage.spans import LeakageDetectionConfig
+from larev.methods.rora.config import RoraConfig
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 TINY = ModelConfig(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
 SOURCES = ["gold", "leaky", "gold_leaky", "vacuous"]
 RORA_STEPS = [f"{step}-{source}" for source in SOURCES for step in
-              ("rationale-model", "leaky-spans", "infiller", "counterfactuals", "train-rora", "train-proxy")]
+              ("rationale-model", "leaky-spans", "infiller", "counterfactuals", "train-rora")]
+PROXY_STEPS = [f"train-proxy-{source}" for source in SOURCES]
+# flows/metrics.py's order: each metric trains, then scores
 ALL_STEPS = ["examples", "baselines", "variants", "tokenizer", "train-phi_base", "train-phi", "score-rev",
              "leakage-terms", "environments", "probe", "train-larev", "score-larev", "training-rationales",
-             "train-theta", *RORA_STEPS, "score-rora", "score-rq-las", "report"]
+             "train-theta", *RORA_STEPS, "score-rora", *PROXY_STEPS, "score-rq-las", "report"]
 METRICS = ["larev", "las", "rev", "rora", "rq"]
 TINY_LAREV = LarevConfig(attribution=AttributionConfig(n_steps=4), probe_train=TrainConfig(epochs=1, batch_size=16),
                          la_train=TrainConfig(epochs=1, batch_size=8))

@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 
 from larev.errors import ConfigError, InputError
-from larev.ftc import (EvaluatorTaskModel, Extraction, FtcAttempt, HFSequenceClassifier, LlmRelationExtractor,
+from larev.stress.ftc import (EvaluatorTaskModel, Extraction, FtcAttempt, HFSequenceClassifier, LlmRelationExtractor,
                        Relation, RuleExtractor, build_counterfactuals, build_prompt, ftc_delta, ftc_kl, ftc_scores,
                        ftc_wasserstein, ground_distance, kl_divergence, locate, one_hot, wasserstein)
-from larev.ftc.relations import (FALLBACK_RULES, REASON_B_NOT_IN_HYPOTHESIS, REASON_BOTH_IN_HYPOTHESIS,
+from larev.stress.ftc.relations import (FALLBACK_RULES, REASON_B_NOT_IN_HYPOTHESIS, REASON_BOTH_IN_HYPOTHESIS,
                                  REASON_EMPTY_EXPLANATION, REASON_NO_A_SPAN, REASON_NO_TEMPLATE)
-from larev.ftc.task_model import label_columns, nli_input_text
+from larev.stress.ftc.task_model import label_columns, nli_input_text
 from larev.llm import GenerationError
 from larev.schema import NLI_LABELS
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import polars as pl
 import pytest
 
-from larev.inbox import (InboxFile, empty_ledger, inbox_label, ledger_entry, matches, new_files, output_name, record,
+from larev.service.inbox import (InboxFile, empty_ledger, inbox_label, ledger_entry, matches, new_files, output_name, record,
                          results_rows, scan_report)
 
 A, B = InboxFile("a.jsonl", "1" * 64), InboxFile("b.csv", "2" * 64)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from larev.config import TrainConfig
-from larev.infill import (InfillerConfig, generate_fills, mask_spans, parse_fills, rebuild, sentinel_ids,
+from larev.methods.rora.infill import (InfillerConfig, generate_fills, mask_spans, parse_fills, rebuild, sentinel_ids,
                           sentinel_target, with_sentinels)
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator

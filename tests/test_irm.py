@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from larev.irm import irm_over_environments, irm_penalty, irm_penalty_autograd
+from larev.models.irm import irm_over_environments, irm_penalty, irm_penalty_autograd
 
 
 def test_two_class_toy_by_hand():

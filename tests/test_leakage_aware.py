@@ -9,8 +9,9 @@ import torch
 
 from larev.config import TrainConfig
 from larev.formats import baseline_input, rationale_input
-from larev.leakage_aware import (LAInstance, LarevConfig, LeakageAwareConfig, bounded_probe_loss, decoder_loss_on, freeze,
-                                 la_objective, probe_from, ramp, train_leakage_aware)
+from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig
+from larev.methods.leakage_aware.objective import bounded_probe_loss, decoder_loss_on, freeze, la_objective, probe_from, ramp
+from larev.methods.leakage_aware.training import LAInstance, train_leakage_aware
 from larev.models.evaluator import labels_for_loss, pad_batch, tokenize
 from larev.models.train import train_evaluator
 from tests.helpers import tiny_evaluator
@@ -103,7 +104,7 @@ def test_phi_la_training_smoke():
 
 def test_label_set_scores_match_scoring_and_train():
     from larev.config import ScoreConfig
-    from larev.leakage_aware import label_set_scores
+    from larev.methods.leakage_aware.training import label_set_scores
     from larev.models.evaluator import score_labels
 
     ev = tiny_evaluator(WORDS + LABELS + ["yes", "no"], seed=4)

@@ -8,10 +8,8 @@ import polars as pl
 import pytest
 import torch
 
-from larev.rationale_leakage import (LeakageDetectionConfig, RationaleModelConfig, attribution_shares,
-                                     detect_leakage, global_attribution, leaky_spans, leaky_words,
-                                     load_rationale_model, predict, save_rationale_model, train_rationale_model,
-                                     words_with_offsets)
+from larev.leakage.rationale_model import RationaleModelConfig, load_rationale_model, predict, save_rationale_model, train_rationale_model, words_with_offsets
+from larev.leakage.spans import LeakageDetectionConfig, attribution_shares, detect_leakage, global_attribution, leaky_spans, leaky_words
 
 LABELS = ["entailment", "contradiction", "neutral"]
 FILLER = "the a man dog cat sits runs near park street red blue old young small tall".split()

@@ -17,8 +17,8 @@ from prefect.settings import PREFECT_API_URL
 
 from flows.pipeline import larev_pipeline
 from larev.config import TrainConfig
-from larev.leakage_aware import LarevConfig
-from larev.rora import RoraConfig
+from larev.methods.leakage_aware.config import LarevConfig
+from larev.methods.rora.config import RoraConfig
 from storage import ArtifactStore
 from tests.test_flows import tiny_params
 

@@ -8,7 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from larev.metrics.rev import aggregate, pointwise_rev, separations, summarise
+from larev.metrics.rev import aggregate, pointwise_rev
+from larev.metrics.scores import separations, summarise
 
 
 def test_pointwise_and_aggregate_by_hand():

@@ -10,11 +10,12 @@ import polars as pl
 import pytest
 
 from larev.config import TrainConfig
-from larev.leakage_aware import train_leakage_aware
+from larev.methods.leakage_aware.training import train_leakage_aware
 from larev.metrics.accuracy import accuracy_gain, las_aggregate
-from larev.metrics.rev import summarise
+from larev.metrics.scores import summarise
 from larev.metrics.rora import pointwise_rora
-from larev.rora import RoraConfig, counterfactual_requests, environment_names, model_source, rora_instances
+from larev.methods.rora.config import RoraConfig, model_source
+from larev.methods.rora.environments import counterfactual_requests, environment_names, rora_instances
 from tests.helpers import tiny_evaluator
 
 LABELS = ["entailment", "contradiction", "neutral"]
@@ -100,7 +101,7 @@ def test_irm_loop_with_label_environments_and_no_probe_trains():
 
 
 def test_rora_diagnostics_table():
-    from larev.reports import rora_diagnostics
+    from larev.methods.rora.report import rora_diagnostics
 
     tables = {
         "rora_spans:leaky": pl.DataFrame({"id": ["a", "b"], "span_source": ["threshold", "none"]}),

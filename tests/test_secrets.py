@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from flows.pipeline import larev_pipeline
-from larev.antonyms import AntonymConfig
-from larev.rora import RoraConfig
+from larev.methods.leakage_aware.antonyms import AntonymConfig
+from larev.methods.rora.config import RoraConfig
 from tests.fake_gemini import FakeGemini, gemini  # noqa: F401  (the loopback Gemini fixture)
 from tests.test_antonyms import _answer_from_prompt
 from tests.test_flows import TINY_LAREV, tiny_params
@@ -89,7 +89,7 @@ def test_planted_secrets_reach_no_output(s3_server, gemini, tmp_path, monkeypatc
 
 
 def test_result_storage_settings_never_carry_credentials():
-    from tasks.common import _without_secrets
+    from tasks.results import _without_secrets
 
     options = {"key": "AKIA", "secret": "s3cr3t", "anon": False,
                "client_kwargs": {"endpoint_url": "http://minio:9000", "aws_secret_access_key": "s3cr3t",

@@ -19,13 +19,13 @@ from flows.pipeline import larev_pipeline
 from flows.rescore import RescoreParams, rescore_inbox
 from flows.step import StepParams, larev_step
 from larev.config import TrainConfig
-from larev.leakage_aware import LarevConfig
-from larev.rora import RoraConfig
+from larev.methods.leakage_aware.config import LarevConfig
+from larev.methods.rora.config import RoraConfig
 from storage import ArtifactStore
 from tasks import remote
-from tasks.common import StepError, StepRunner
+from tasks.runner import StepError, StepRunner
 from tasks.inbox import ledger_key
-from tasks.training import train_model
+from tasks.rev import train_model
 from tests.test_flows import ALL_STEPS, METRICS, tiny_params
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -77,9 +77,9 @@ def test_step_arguments_round_trip_and_unknown_tasks_are_refused():
     assert payload["store"] == "/tmp/larev-store" and payload["model"]["d_model"] == 16
     back = remote.decode_arguments(train_model, payload)
     assert back["store"].root == "/tmp/larev-store" and back["examples"] == ref and back["train"].epochs == 1
-    assert remote.task_ref(train_model) == "tasks.training:train_model"
-    assert remote.resolve_task("tasks.training:train_model") is train_model
-    for bad in ("os:system", "tasks.training:load_tokenizer", "tasks.training:nope"):
+    assert remote.task_ref(train_model) == "tasks.rev:train_model"
+    assert remote.resolve_task("tasks.rev:train_model") is train_model
+    for bad in ("os:system", "tasks.training:load_tokenizer", "tasks.rev:nope"):
         with pytest.raises(Exception, match="not a larev task|unknown larev step"):
             remote.resolve_task(bad)
     with pytest.raises(Exception, match="no argument"):

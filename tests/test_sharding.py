@@ -11,7 +11,7 @@ import pytest
 from flows.scale_bench import compare_scores
 from flows.score import ScoreParams, score_rationales
 from larev.errors import InputError
-from larev.variants import bulk_rationales
+from larev.data.variants import bulk_rationales
 from storage import ArtifactStore
 from tasks.sharding import ScaleOutConfig, shard_bounds
 from tests.test_flows import METRICS
@@ -46,7 +46,7 @@ def trained_run(tiny_trained_run):
 
 
 def rationale_file(run: dict, path: Path, n_rows: int, seed: int = 0) -> Path:
-    """n_rows rationales over the run's test ids (larev.variants.bulk_rationales), written as Parquet."""
+    """n_rows rationales over the run's test ids (larev.data.variants.bulk_rationales), written as Parquet."""
     examples = pl.read_parquet(run["refs"]["examples"].uri).filter(pl.col("split") == "test")
     bulk_rationales(examples, n_rows, seed=seed).write_parquet(path)
     return path

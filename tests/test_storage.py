@@ -14,7 +14,7 @@ import pytest
 
 import storage.store as store_mod
 from larev.errors import ArtifactError, ConfigError
-from storage import ArtifactStore, fingerprint, sha256_bytes
+from storage import ArtifactStore, sha256_bytes
 from storage.kv import StoreMapping
 from storage.s3 import S3_RETRIES, s3_filesystem_options
 from storage.store import MANIFEST_NAME, StoreIOError
@@ -60,7 +60,7 @@ def files_of(path: Path) -> dict[str, bytes]:
 
 
 def test_parquet_round_trip(store: ArtifactStore) -> None:
-    key = ArtifactStore.keyed("score", fingerprint("cfg", 1), "scores.parquet")
+    key = "score/0123abcd/scores.parquet"
     uri = store.write_parquet(key, DF)
     assert uri == store.uri(key)
     assert uri.startswith("s3://" if not store.is_local else "/")
@@ -220,7 +220,7 @@ def test_full_disk_in_dir_artifacts(store: ArtifactStore, tmp_path: Path, monkey
 def test_put_get_dir_local(tmp_path: Path) -> None:
     st = ArtifactStore(tmp_path / "store")
     src = make_model_dir(tmp_path / "model")
-    key = ArtifactStore.keyed("train", "abc123", "model")
+    key = "train/abc123/model"
     uri = st.put_dir(src, key)
     got = st.get_dir(uri)
     assert got == Path(uri) and got.is_dir()
@@ -347,12 +347,7 @@ def test_invalid_keys(tmp_path: Path, key: str) -> None:
             st.exists(key)
 
 
-def test_keyed_and_key_of(tmp_path: Path) -> None:
-    assert ArtifactStore.keyed("score", "0123abcd", "scores.parquet") == "score/0123abcd/scores.parquet"
-    assert ArtifactStore.keyed("train", "f", "models/g") == "train/f/models/g"
-    for bad in (("a/b", "f", "n"), ("s", "", "n"), ("s", "f", "../n")):
-        with pytest.raises(ConfigError):
-            ArtifactStore.keyed(*bad)
+def test_key_of(tmp_path: Path) -> None:
     st = ArtifactStore(f"file://{tmp_path}/root")
     assert st.root == str(tmp_path / "root")
     assert st.key_of(f"file://{tmp_path}/root/a/b.json") == "a/b.json"
@@ -453,15 +448,7 @@ def test_s3_missing_bucket_is_config_error(s3_server: S3Server) -> None:
         st.read_text("a.txt")
 
 
-def test_fingerprint_and_hashes() -> None:
-    fp = fingerprint({"b": 1, "a": [1, 2]}, "v1")
-    assert len(fp) == 16 and int(fp, 16) >= 0
-    assert fp == fingerprint({"a": [1, 2], "b": 1}, "v1")
-    assert fp != fingerprint({"a": [2, 1], "b": 1}, "v1")
-    assert fp != fingerprint({"b": 1, "a": [1, 2]}, "v2")
-    assert fingerprint(Path("x"), b"raw", {3, 1}) == fingerprint("x", {"sha256": sha256_bytes(b"raw")}, [1, 3])
-    with pytest.raises(TypeError):
-        fingerprint(object())
+def test_hashes() -> None:
     assert sha256_bytes(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 

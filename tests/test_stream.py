@@ -11,7 +11,7 @@ import pytest
 from larev.data.files import load_rationales_file
 from larev.data.stream import iter_rationale_batches, validate_rationale_file
 from larev.errors import InputError
-from larev.variants import bulk_rationales
+from larev.data.variants import bulk_rationales
 
 EXAMPLES = pl.DataFrame({"id": [f"e{i}" for i in range(7)], "task": ["nli"] * 7, "choices": [None] * 7,
                          "label": ["neutral"] * 7, "rationale": ["a cat sat on the mat"] * 7, "split": ["test"] * 7},

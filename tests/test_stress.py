@@ -12,10 +12,10 @@ import pytest
 from flows.cli import main
 from flows.score import ScoreParams, score_rationales
 from flows.stress import StressParams, stress_test
-from larev.addtext.config import AddTextConfig
+from larev.stress.addtext.config import AddTextConfig
 from larev.errors import InputError
-from larev.ftc.config import FtcConfig
-from larev.rora import model_source
+from larev.stress.ftc.config import FtcConfig
+from larev.methods.rora.config import model_source
 from tasks.sharding import ScaleOutConfig
 from tests.test_flows import METRICS
 
@@ -120,7 +120,7 @@ def test_a_changed_corpus_file_reruns_the_perturbations(trained_run, tmp_path):
 
 def test_ftc_without_theta_or_task_model_is_a_clear_error():
     from larev.errors import ConfigError
-    from larev.ftc.config import make_task_model
+    from larev.stress.ftc.config import make_task_model
 
     with pytest.raises(ConfigError, match="no no-rationale evaluator theta"):
         make_task_model(FtcConfig(), evaluator=None)

@@ -7,7 +7,7 @@ import pytest
 
 from larev.errors import ConfigError, InputError
 from larev.schema import RATIONALE_SCHEMA, validate_examples, validate_rationales
-from larev.variants import LEAKY_TEMPLATE, VARIANTS, combine_rationale_sets, make_variants
+from larev.data.variants import LEAKY_TEMPLATE, VARIANTS, combine_rationale_sets, make_variants
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_combine_rationale_sets(examples, baselines):
 
 
 def test_bulk_rationales_cycle_the_ids_with_unique_sources_and_keep_each_gold_rationale():
-    from larev.variants import bulk_rationales
+    from larev.data.variants import bulk_rationales
 
     examples = pl.DataFrame({"id": ["a", "b"], "rationale": ["x y", "z"]})
     bulk = bulk_rationales(examples, 5, seed=3)

@@ -18,10 +18,10 @@ import numpy as np
 import polars as pl
 
 from larev.config import ScoreConfig
-from larev.metrics.rev import SCORE_COLUMNS
+from larev.metrics.scores import SCORE_COLUMNS, leak_macro_average
 from larev.metrics.rora import base_scores, with_examples, with_scores
 from larev.models.evaluator import Evaluator
-from larev.rationale_leakage import RationaleModel, predict
+from larev.leakage.rationale_model import RationaleModel, predict
 from larev.schema import label_sets
 
 
@@ -31,11 +31,10 @@ def accuracy_gain(correct_with: np.ndarray, correct_base: np.ndarray) -> np.ndar
 
 
 def las_aggregate(gain: np.ndarray, leaks: np.ndarray) -> float:
-    """LAS: the mean gain among leaking rationales and among the others, macro-averaged; NaN if a group is empty."""
+    """LAS: the mean gain among leaking rationales and among the others, macro-averaged; NaN if a group is empty
+    (`larev.metrics.scores.leak_macro_average` on one sample)."""
     gain, leaks = np.asarray(gain, dtype=np.float64), np.asarray(leaks, dtype=bool)
-    if leaks.all() or not leaks.any():
-        return float("nan")
-    return float((gain[leaks].mean() + gain[~leaks].mean()) / 2)
+    return float(leak_macro_average(gain[leaks].sum(), leaks.sum(), gain[~leaks].sum(), (~leaks).sum()))
 
 
 def score_rq_las(proxy: Evaluator, theta: Evaluator, rationale_model: RationaleModel, rationales: pl.DataFrame,
@@ -61,6 +60,7 @@ def score_rq_las(proxy: Evaluator, theta: Evaluator, rationale_model: RationaleM
                .join(base, on=["id", "target"], how="left").sort("row"))
         out = out.with_columns(metric=pl.lit(metric),
                                leaks=leaks if metric == "las" else pl.lit(None, pl.Boolean),
+                               aggregate=pl.lit("leak_macro" if metric == "las" else "mean"),
                                score=pl.Series(accuracy_gain(out["correct_with"].to_numpy(),
                                                              out["correct_base"].to_numpy())))
         frames.append(out.select(SCORE_COLUMNS))

@@ -3,9 +3,9 @@ reports them).
 
 Resampling unit: the test example. One resample draws n example ids with replacement and every rationale source
 of every metric is re-aggregated on the same draw, so a separation (gold minus a degraded variant, computed on
-the same examples) gets a paired interval. Aggregates follow `larev.metrics.rev.summarise`: the mean pointwise
-score, except LAS (macro-average of the gain over leaking and non-leaking rationales, NaN when a resample has an
-empty group). Intervals are percentile intervals over `n_boot` resamples, ignoring NaN resamples; the `nan_share`
+the same examples) gets a paired interval. Aggregates follow `larev.metrics.scores.summarise`: each metric's rows
+name their aggregate kind (the mean pointwise score, or LAS's macro-average over leaking and non-leaking
+rationales, NaN when a resample has an empty group). Intervals are percentile intervals over `n_boot` resamples, ignoring NaN resamples; the `nan_share`
 column says how many were NaN.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from larev.metrics.rev import DEGRADED
+from larev.metrics.scores import DEGRADED, leak_macro_average, with_aggregate_kind
 
 CI_COLUMNS = ["metric", "quantity", "estimate", "ci_low", "ci_high", "nan_share", "n"]
 
@@ -30,11 +30,7 @@ def weighted_aggregate(counts: np.ndarray, values: np.ndarray, leaks: np.ndarray
     if leaks is None:
         return counts @ values / counts.sum(axis=1)
     lk = leaks.astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        leaking = counts @ (values * lk) / (counts @ lk)
-        other = counts @ (values * (1 - lk)) / (counts @ (1 - lk))
-    out = (leaking + other) / 2
-    return np.where(np.isfinite(out), out, np.nan)
+    return leak_macro_average(counts @ (values * lk), counts @ lk, counts @ (values * (1 - lk)), counts @ (1 - lk))
 
 
 def _interval(estimate: float, boot: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -54,6 +50,7 @@ def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int =
     are used."""
     rows = []
     sources = [reference, *degraded]
+    scores = with_aggregate_kind(scores).collect()
     for metric in scores["metric"].unique(maintain_order=True).to_list():
         part = scores.filter((pl.col("metric") == metric) & pl.col("source").is_in(sources))
         present = [s for s in sources if s in set(part["source"])]
@@ -61,7 +58,7 @@ def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int =
             continue
         wide = part.pivot(on="source", index="id", values="score").drop_nulls().sort("id")
         leaks_wide = None
-        if metric == "las":
+        if part["aggregate"][0] == "leak_macro":
             leaks_wide = part.pivot(on="source", index="id", values="leaks").sort("id").join(
                 wide.select("id"), on="id", how="semi").sort("id")
         n = wide.height

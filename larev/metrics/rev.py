@@ -13,19 +13,9 @@ import polars as pl
 
 from larev.config import ScoreConfig
 from larev.formats import baseline_input, rationale_input
+from larev.metrics.scores import SCORE_COLUMNS
 from larev.models.evaluator import Evaluator, score_labels
 from larev.schema import label_sets
-
-# The canonical synthetic variants, best to worst expected; separations are gold minus each of the others.
-VARIANTS = ("gold", "leaky", "gold_leaky", "vacuous")
-DEGRADED = ("leaky", "gold_leaky", "vacuous")
-
-# leaks: LAS's leakage indicator (null for the other metrics)
-SCORE_SCHEMA: dict[str, pl.DataType] = {
-    "id": pl.String, "source": pl.String, "metric": pl.String, "label": pl.String, "logp_with": pl.Float64,
-    "logp_base": pl.Float64, "score": pl.Float64, "pred_with": pl.String, "pred_base": pl.String,
-    "correct_with": pl.Boolean, "correct_base": pl.Boolean, "leaks": pl.Boolean}
-SCORE_COLUMNS = list(SCORE_SCHEMA)
 
 
 def pointwise_rev(logp_with: np.ndarray, logp_base: np.ndarray) -> np.ndarray:
@@ -70,42 +60,6 @@ def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, exa
     out = rows.select("id", "source", "label").with_columns(
         logp_with=pl.Series(with_scores.logp), pred_with=pl.Series(with_scores.predicted),
         correct_with=pl.Series(with_scores.correct)).join(base, on=["id", "label"], how="left")
-    out = out.with_columns(metric=pl.lit(metric), leaks=pl.lit(None, pl.Boolean),
+    out = out.with_columns(metric=pl.lit(metric), leaks=pl.lit(None, pl.Boolean), aggregate=pl.lit("mean"),
                            score=pl.Series(pointwise_rev(out["logp_with"].to_numpy(), out["logp_base"].to_numpy())))
     return out.select(SCORE_COLUMNS)
-
-
-def summarise(scores: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """Per (metric, source): the aggregate score, evaluator accuracies, the row count, and for LAS the share of
-    leaking rationales.
-
-    Every metric's aggregate is the mean pointwise score (REV eq. 6, LAREV eq. 4.4, RORA eq. 10, RQ) except LAS:
-    the macro-average of the mean gain over leaking and non-leaking rationales, NaN when a group is empty
-    (`larev.metrics.accuracy.las_aggregate`). A LazyFrame (a scan of a score table too big for memory) is
-    aggregated by polars' streaming engine.
-    """
-    lazy = scores.lazy()
-    if "leaks" not in lazy.collect_schema().names():
-        lazy = lazy.with_columns(leaks=pl.lit(None, pl.Boolean))
-    leaks = pl.col("leaks")
-    las = pl.when(leaks.any() & (~leaks).any()).then(
-        (pl.col("score").filter(leaks).mean() + pl.col("score").filter(~leaks).mean()) / 2
-    ).otherwise(float("nan"))
-    return (lazy.group_by("metric", "source", maintain_order=True)
-            .agg(score=pl.when(pl.col("metric").first() == "las").then(las).otherwise(pl.col("score").mean()),
-                 accuracy_with=pl.col("correct_with").mean(), accuracy_base=pl.col("correct_base").mean(),
-                 n=pl.len(), leak_rate=leaks.cast(pl.Float64).mean())
-            .sort("metric", "source")
-            .collect(engine="streaming"))
-
-
-def separations(summary: pl.DataFrame, metric: str, reference: str = "gold",
-                degraded: tuple[str, ...] = DEGRADED) -> dict[str, float]:
-    """gold minus each degraded variant's aggregate score, and their SUM (the LAREV thesis's table 5.10 layout)."""
-    by_source = dict(summary.filter(pl.col("metric") == metric).select("source", "score").iter_rows())
-    if reference not in by_source:
-        return {}
-    out = {f"{reference}-{d}": by_source[reference] - by_source[d] for d in degraded if d in by_source}
-    if out:
-        out["SUM"] = sum(out.values())
-    return out

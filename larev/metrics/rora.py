@@ -10,10 +10,9 @@ import numpy as np
 import polars as pl
 
 from larev.config import ScoreConfig
-from larev.formats import input_only, input_with_rationale
-from larev.metrics.rev import SCORE_COLUMNS
+from larev.formats import input_only, input_with_rationale, task_inputs
+from larev.metrics.scores import SCORE_COLUMNS
 from larev.models.evaluator import Evaluator, LabelScores, score_labels
-from larev.rora import x_texts
 from larev.schema import label_sets
 
 
@@ -37,7 +36,7 @@ def base_scores(theta: Evaluator, rows: pl.DataFrame, label_column: str, config:
     """theta's log p(label | x), once per distinct (id, label): id, <label_column>, logp_base, pred_base,
     correct_base."""
     unique = rows.unique(["id", label_column], keep="first", maintain_order=True)
-    s = score_labels(theta, [input_only(x) for x in x_texts(unique)], unique[label_column].to_list(),
+    s = score_labels(theta, [input_only(x) for x in task_inputs(unique)], unique[label_column].to_list(),
                      label_sets(unique), config, progress=progress, desc=desc)
     return unique.select("id", label_column).with_columns(
         logp_base=pl.Series(s.logp), pred_base=pl.Series(s.predicted), correct_base=pl.Series(s.correct))
@@ -45,7 +44,7 @@ def base_scores(theta: Evaluator, rows: pl.DataFrame, label_column: str, config:
 
 def with_scores(phi: Evaluator, rows: pl.DataFrame, labels: list[str], config: ScoreConfig, *,
                 progress: bool = False, desc: str = "Phi(x, r)") -> LabelScores:
-    return score_labels(phi, [input_with_rationale(x, r) for x, r in zip(x_texts(rows), rows["rationale"])],
+    return score_labels(phi, [input_with_rationale(x, r) for x, r in zip(task_inputs(rows), rows["rationale"])],
                         labels, label_sets(rows), config, progress=progress, desc=desc)
 
 
@@ -57,6 +56,6 @@ def score_rora(phi: Evaluator, theta: Evaluator, rationales: pl.DataFrame, examp
     out = rows.select("id", "source", "label").with_columns(
         logp_with=pl.Series(s.logp), pred_with=pl.Series(s.predicted), correct_with=pl.Series(s.correct)
     ).join(base_scores(theta, rows, "label", config, progress=progress), on=["id", "label"], how="left")
-    out = out.with_columns(metric=pl.lit(metric), leaks=pl.lit(None, pl.Boolean),
+    out = out.with_columns(metric=pl.lit(metric), leaks=pl.lit(None, pl.Boolean), aggregate=pl.lit("mean"),
                            score=pl.Series(pointwise_rora(out["logp_with"].to_numpy(), out["logp_base"].to_numpy())))
     return out.select(SCORE_COLUMNS)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from larev.progress import progress_bar
 
-from larev.checkpoint import Checkpointer, TrainingState, capture_rng, detached_state, restore_rng
+from larev.models.checkpoint import Checkpointer, TrainingState, capture_rng, detached_state, restore_rng
 from larev.config import ScoreConfig, TrainConfig
 from larev.device import autocast, resolve_device, seed_everything
 from larev.models.evaluator import Evaluator, labels_for_loss, pad_batch, score_labels, tokenize
@@ -81,7 +81,7 @@ class BestEpoch:
 
 def checkpoint_state(epoch: int, model: torch.nn.Module, optimizer, scheduler, best: BestEpoch,
                      generator: torch.Generator, progress: dict) -> TrainingState:
-    """The loop's full state after `epoch` epochs (see larev/checkpoint.py)."""
+    """The loop's full state after `epoch` epochs (see larev/models/checkpoint.py)."""
     return TrainingState(epoch=epoch, model=detached_state(model), optimizer=optimizer.state_dict(),
                          scheduler=scheduler.state_dict(), rng=capture_rng(generator), best_score=best.score,
                          best_epoch=best.epoch, best_model=best._state, progress=progress)

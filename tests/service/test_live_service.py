@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from larev.config import TrainConfig
-from larev.leakage_aware import LarevConfig
-from larev.rora import RoraConfig
+from larev.methods.leakage_aware.config import LarevConfig
+from larev.methods.rora.config import RoraConfig
 from tests.service.conftest import BIN, REPO, params_json
 from tests.test_flows import tiny_params
 

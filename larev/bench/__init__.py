@@ -1,0 +1,1 @@
+"""Benchmark tooling: metric quality on labelled data (``quality``) and step timings (``speed``)."""

@@ -1,0 +1,152 @@
+"""LAREV's IRM environments, built from each baseline and its leakage term (thesis 4.5.2, 5.3.2), as data.
+
+For a baseline b whose leakage term t_leak sits at b[start:end] (found by Integrated Gradients, see
+larev/leakage/attribution.py), each entry of `ENVIRONMENTS` is a name and a builder:
+
+  E1  b itself                                        backend 'original'
+  E2  b with t_leak replaced by the mask token        backend 'mask'
+  E3  b with t_leak replaced by an antonym            backend of the antonym (see antonyms/):
+                                                      'lexicon', 'distractor', 'wordnet', 'llm:<model>',
+                                                      or 'fallback:mask' when no backend had one
+
+A builder takes every row's request (None for a row without a leakage term) and baseline, and returns one
+(text, backend) per row; a row without a leakage term gets b with backend 'none' in every environment but the
+original. A new environment is one more builder and one more entry: training, the probe and the report read the
+environment names from the table this module writes. Output is deterministic and in input order; only the LLM
+backend runs concurrently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from larev.methods.leakage_aware.antonyms import AntonymConfig, AntonymRequest, build_chain, masked_baseline
+from larev.errors import InputError
+from larev.llm import TextGenerator
+
+__all__ = ["ANTONYM", "ENVIRONMENTS", "ENVIRONMENT_NAMES", "ENVIRONMENT_SCHEMA", "MASKED", "ORIGINAL", "build_environments",
+           "environment_names", "masked_baseline"]
+
+log = logging.getLogger(__name__)
+
+ORIGINAL, MASKED, ANTONYM = "E1", "E2", "E3"
+ENVIRONMENT_SCHEMA: dict[str, pl.DataType] = {
+    "id": pl.String(), "env": pl.String(), "baseline": pl.String(), "term": pl.String(), "backend": pl.String()}
+_REQUIRED = ("id", "baseline", "term", "start", "end")
+_OPTIONAL = ("task", "question", "choices", "label")
+
+
+def _requests(rows: pl.DataFrame) -> list[AntonymRequest | None]:
+    """One checked request per row, None for rows without a leakage term."""
+    missing = [c for c in _REQUIRED if c not in rows.columns]
+    if missing:
+        raise InputError(f"missing column(s) {missing}; the leakage-term rows have columns {rows.columns}",
+                         column=missing[0])
+    dup = rows.filter(pl.col("id").is_duplicated())
+    if not dup.is_empty():
+        raise InputError(f"duplicate id {dup['id'][0]!r}: environments need one row per example", column="id")
+    out: list[AntonymRequest | None] = []
+    for i, row in enumerate(rows.iter_rows(named=True)):
+        row = {**{c: None for c in _OPTIONAL}, **row}
+        if row["baseline"] is None:
+            raise InputError("null baseline", row=i, column="baseline")
+        span = (row["term"], row["start"], row["end"])
+        if all(v is None for v in span):
+            out.append(None)
+            continue
+        if any(v is None for v in span):
+            raise InputError(f"term, start and end must be all null or all set, got {span}", row=i, column="term")
+        try:
+            out.append(AntonymRequest.of(
+                str(row["id"]), row["baseline"], int(row["start"]), int(row["end"]), term=row["term"],
+                task=row["task"], label=row["label"], question=row["question"], choices=row["choices"]))
+        except InputError as exc:
+            raise InputError(exc.problem, row=i, column=exc.column) from exc
+    return out
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What the builders share: the mask token, the antonym chain's config and its LLM."""
+
+    mask_token: str
+    config: AntonymConfig
+    generator: TextGenerator | None = None
+    progress: bool = False
+
+
+Built = list[tuple[str, str]]  # one (text, backend) per row
+
+
+def _original(requests: list[AntonymRequest | None], baselines: list[str], ctx: BuildContext) -> Built:
+    return [(b, "original") for b in baselines]
+
+
+def _masked(requests: list[AntonymRequest | None], baselines: list[str], ctx: BuildContext) -> Built:
+    return [(b, "none") if r is None else (masked_baseline(b, r.start, r.end, ctx.mask_token), "mask")
+            for r, b in zip(requests, baselines)]
+
+
+def _antonym(requests: list[AntonymRequest | None], baselines: list[str], ctx: BuildContext) -> Built:
+    todo = [r for r in requests if r is not None]
+    rewritten = iter([])
+    if todo:
+        chain = build_chain(ctx.config, ctx.mask_token, generator=ctx.generator)
+        workers = ctx.config.max_concurrency if ctx.config.backend == "llm" else 1
+        rewritten = iter(chain.rewrite_all(todo, max_concurrency=workers, progress=ctx.progress))
+    out = []
+    for r, b in zip(requests, baselines):
+        if r is None:
+            out.append((b, "none"))
+        else:
+            done = next(rewritten)
+            out.append((done.text, done.backend))
+    return out
+
+
+#: The environments in order: a name and the builder of its texts (the first is the original baseline).
+ENVIRONMENTS: tuple[tuple[str, Callable[[list[AntonymRequest | None], list[str], BuildContext], Built]], ...] = (
+    (ORIGINAL, _original), (MASKED, _masked), (ANTONYM, _antonym))
+ENVIRONMENT_NAMES = tuple(name for name, _ in ENVIRONMENTS)
+
+
+def environment_names(environments: pl.DataFrame) -> list[str]:
+    """The environment names of an environments table, in `ENVIRONMENTS` order (others after, by name)."""
+    present = set(environments["env"].unique().to_list())
+    known = [name for name, _ in ENVIRONMENTS if name in present]
+    return known + sorted(present - set(known))
+
+
+def build_environments(rows: pl.DataFrame, mask_token: str, config: AntonymConfig, *,
+                       generator: TextGenerator | None = None, progress: bool = False) -> pl.DataFrame:
+    """Every environment of `ENVIRONMENTS` for every row: columns id, env, baseline (the environment's text),
+    term, backend; one row per (id, environment), in input order.
+
+    rows: `id, baseline, term, start, end` (term/start/end null when b has no leakage term; start/end are char
+    offsets into b) and optionally `task, question, choices, label` (the QA context the distractor and LLM
+    backends use; label is the answer b states). `term` is the leakage term on every environment's row.
+    generator: the LLM for `config.backend == 'llm'` (give it a prompt cache); when None, Gemini
+    `config.llm_model` with the key from the environment.
+    """
+    if not mask_token:
+        raise InputError("mask_token is empty")
+    requests = _requests(rows)
+    baselines = rows["baseline"].to_list()
+    ctx = BuildContext(mask_token, config, generator, progress)
+    built = {name: builder(requests, baselines, ctx) for name, builder in ENVIRONMENTS}
+    records: list[dict[str, Any]] = []
+    for i, (req, row_id) in enumerate(zip(requests, rows["id"].to_list())):
+        term = None if req is None else req.term
+        records += [{"id": str(row_id), "env": name, "baseline": built[name][i][0], "term": term,
+                     "backend": built[name][i][1]} for name, _ in ENVIRONMENTS]
+    for name, _ in ENVIRONMENTS[1:]:
+        counts = Counter(backend for _, backend in built[name])
+        log.info("environment %s of %d rows by backend: %s", name, len(requests),
+                 ", ".join(f"{k}={v}" for k, v in counts.most_common() if v))
+    return pl.DataFrame(records, schema=ENVIRONMENT_SCHEMA) if records else pl.DataFrame(schema=ENVIRONMENT_SCHEMA)

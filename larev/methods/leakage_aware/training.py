@@ -1,0 +1,219 @@
+"""Training with IRM over environments: phi_LA (thesis eq. 4.10) and, with probe weight 0, RORA's Phi (eq. 8).
+
+Each batch holds whole instances: the environments of an instance are always in the same optimizer step, and one
+forward pass covers them all (rows environment-major). Model selection: the epoch with the best mean validation
+log p(y | input_e) over the environments. The loss is larev/methods/leakage_aware/objective.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from larev.config import ScoreConfig, TrainConfig
+from larev.device import autocast, resolve_device, seed_everything
+from larev.methods.leakage_aware.config import LeakageAwareConfig
+from larev.methods.leakage_aware.environments import ENVIRONMENT_NAMES
+from larev.methods.leakage_aware.objective import bounded_probe_loss, decoder_loss_on, freeze, la_objective, ramp
+from larev.models.checkpoint import Checkpointer
+from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
+                                    tokenize)
+from larev.models.irm import irm_penalty
+from larev.models.train import BestEpoch, checkpoint_state, optimizer_and_schedule, resume_from
+from larev.progress import progress_bar
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LAInstance:
+    """One training instance: the rationale, its three baseline environments, the masked baseline and label."""
+
+    inputs: tuple[str, ...]  # one formatted evaluator input per environment: [r, b_E1], [r, b_E2], [r, b_E3]
+    probe_input: str  # baseline_input(b~); unused when the probe weight is 0
+    label: str
+    candidates: tuple[str, ...]  # the label set (contains label)
+
+
+def label_set_scores(model: torch.nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[LAInstance], cand_tokens: dict[str, list[int]],
+                     pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """s_k = log p(candidate k | input) for every row's label set, decoded from encoder states `hidden`
+    (padded with -inf to the largest set), and each row's label index."""
+    pairs = [(r, c) for r, x in enumerate(rows) for c in x.candidates]
+    cand_ids, cand_mask = pad_batch([cand_tokens[c] for _, c in pairs], pad_id)
+    cand_row = torch.tensor([r for r, _ in pairs], device=hidden.device)
+    pair_logp = candidate_logprobs_from(model, hidden, attention_mask, cand_ids.to(hidden.device),
+                                        cand_mask.to(hidden.device), cand_row)
+    k_max = max(len(x.candidates) for x in rows)
+    scores = torch.full((len(rows), k_max), -math.inf, device=hidden.device)
+    counts = torch.tensor([len(x.candidates) for x in rows])
+    cols = torch.cat([torch.arange(int(k)) for k in counts]).to(hidden.device)
+    scores = scores.index_put((cand_row, cols), pair_logp)
+    target = torch.tensor([x.candidates.index(x.label) for x in rows], device=hidden.device)
+    return scores, target
+
+
+@dataclass
+class LAStepRecord:
+    epoch: int
+    erm: float
+    irm: float
+    probe: float
+    w_irm: float
+    w_probe: float
+
+
+@dataclass
+class LAResult:
+    history: list[dict] = field(default_factory=list)  # per epoch: losses, validation, seconds
+    trace: list[LAStepRecord] = field(default_factory=list)  # per logging interval
+    best_epoch: int = 0
+
+    def as_dict(self) -> dict:
+        return {"history": self.history, "trace": [asdict(t) for t in self.trace], "best_epoch": self.best_epoch}
+
+
+def train_leakage_aware(
+    phi_la: Evaluator,
+    probe: Evaluator | None,
+    train: list[LAInstance],
+    val: list[LAInstance],
+    val_candidates: list[list[str]],
+    config: TrainConfig,
+    objective: LeakageAwareConfig,
+    task: str,
+    *,
+    progress: bool = True,
+    log_every: int = 10,
+    env_names: tuple[str, ...] = ENVIRONMENT_NAMES,
+    desc: str = "phi_LA",
+    checkpointer: Checkpointer | None = None,
+) -> LAResult:
+    """Train phi_LA in place with eq. 4.10. `config.batch_size` counts instances (each brings its environments).
+
+    Model selection: the epoch with the best mean validation log p(y | input_e) over the environments.
+    The same loop trains RORA's evaluator (eq. 8): environments D^e, probe weight 0 and `probe` None.
+    checkpointer: saves the full training state after every epoch; training resumes from its latest state.
+    """
+    if not train:
+        raise ValueError("no training instances")
+    n_env = len(env_names)
+    if any(len(x.inputs) != n_env for x in train + val):
+        raise ValueError(f"every instance needs one input per environment {env_names}")
+    w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
+    if w_probe_max > 0 and probe is None:
+        raise ValueError("a probe weight above 0 needs the probe model")
+    generator = seed_everything(config.seed)
+    device = resolve_device(config.device)
+    phi_la.to(device)
+    phi_la.bf16 = config.bf16
+    if probe is not None:
+        probe.to(device)
+        freeze([probe.model])
+    tok, eos, pad = phi_la.tokenizer, phi_la.eos_id, phi_la.pad_id
+    max_in, max_out = phi_la.config.max_input_tokens, phi_la.config.max_target_tokens
+    env_ids = [tokenize(tok, [x.inputs[e] for x in train], max_in, eos)[0] for e in range(n_env)]
+    probe_ids = tokenize(tok, [x.probe_input for x in train], max_in, eos)[0] if w_probe_max > 0 else []
+    y_ids, _ = tokenize(tok, [x.label for x in train], max_out, eos)
+    cand_tokens = {c: tokenize(tok, [c], max_out, eos)[0][0] for x in train for c in x.candidates}
+    n = len(train)
+    steps_per_epoch = math.ceil(n / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    model = phi_la.model
+    optimizer, scheduler = optimizer_and_schedule(model, config, total)
+    result = LAResult()
+    best = BestEpoch()
+    done, state = resume_from(checkpointer, model, optimizer, scheduler, best, generator, epochs=config.epochs,
+                              desc=desc)
+    result.history = state.get("history", [])
+    result.trace = [LAStepRecord(**t) for t in state.get("trace", [])]
+    step = state.get("step", 0)
+    for epoch in range(done + 1, config.epochs + 1):
+        started = time.perf_counter()
+        model.train()
+        order = torch.randperm(n, generator=generator).tolist()
+        sums = {"erm": 0.0, "irm": 0.0, "probe": 0.0}
+        window: list[tuple[float, float, float]] = []
+        bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}",
+                           enabled=progress, unit="step")
+        for i in bar:
+            idx = order[i * config.batch_size: (i + 1) * config.batch_size]
+            w_irm = w_irm_max * ramp(step, total, objective.warmup_fraction)
+            w_probe = w_probe_max * ramp(step, total, objective.warmup_fraction)
+            lab, lab_mask = pad_batch([y_ids[j] for j in idx], pad)
+            labels = labels_for_loss(lab, lab_mask).to(device)
+            # One forward pass over the environments of every instance in the batch: rows env-major.
+            ids, mask = pad_batch([env_ids[e][j] for e in range(n_env) for j in idx], pad)
+            with autocast(device, config.bf16):
+                # decoder inputs without `labels`: the per-environment losses below are the only ones computed
+                decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels.repeat(n_env, 1))
+                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), decoder_input_ids=decoder_ids)
+                logits = out.logits.float().split(len(idx))
+                erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1),
+                                                         ignore_index=-100) for z in logits]
+                if objective.irm_on == "tokens":
+                    irm = [irm_penalty(z, labels) for z in logits]
+                else:
+                    scores, target = label_set_scores(model, out.encoder_last_hidden_state, mask.to(device),
+                                                      [train[j] for j in idx] * n_env, cand_tokens, pad)
+                    irm = [irm_penalty(s_e, t_e) for s_e, t_e in zip(scores.split(len(idx)), target.split(len(idx)))]
+                if w_probe_max > 0:
+                    p_ids, p_mask = pad_batch([probe_ids[j] for j in idx], pad)
+                    p_mask = p_mask.to(device)
+                    hidden = model.get_encoder()(input_ids=p_ids.to(device), attention_mask=p_mask).last_hidden_state
+                    probe_loss = decoder_loss_on(probe.model, hidden, p_mask, labels)
+                    probe_term = bounded_probe_loss(probe_loss, min(len(train[j].candidates) for j in idx),
+                                                    objective.probe_bound)
+                else:
+                    probe_loss = probe_term = torch.zeros((), device=device)
+                loss = la_objective(erm, irm, probe_term, w_irm, w_probe)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            # the probe loss is not computed when its weight is 0: logged as nan, not as a loss of 0
+            values = (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(),
+                      probe_loss.item() if w_probe_max > 0 else math.nan)
+            window.append(values)
+            for k, v in zip(("erm", "irm", "probe"), values):
+                sums[k] += v
+            if len(window) == log_every or i == steps_per_epoch - 1:
+                mean = [sum(col) / len(window) for col in zip(*window)]
+                result.trace.append(LAStepRecord(epoch, *mean, w_irm=w_irm, w_probe=w_probe))
+                bar.set_postfix(erm=f"{mean[0]:.3f}", irm=f"{mean[1]:.3f}", probe=f"{mean[2]:.3f}")
+                window = []
+        record = {"epoch": epoch, **{k: v / steps_per_epoch for k, v in sums.items()}}
+        if val:
+            per_env = []
+            for e in range(n_env):
+                s = score_labels(phi_la, [x.inputs[e] for x in val], [x.label for x in val], val_candidates,
+                                 ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size))
+                per_env.append(float(s.logp.mean()))
+                record[f"val_logp_{env_names[e]}"] = per_env[-1]
+                record[f"val_accuracy_{env_names[e]}"] = float(s.correct.mean())
+            score = sum(per_env) / n_env
+        else:
+            score = float(epoch)
+        record["seconds"] = time.perf_counter() - started
+        result.history.append(record)
+        log.info("%s epoch %d: %s", desc, epoch, ", ".join(f"{k} {v:.4f}" for k, v in record.items()
+                                                       if k != "epoch"))
+        best.offer(score, epoch, model)
+        if checkpointer is not None:
+            checkpointer.save(checkpoint_state(epoch, model, optimizer, scheduler, best, generator,
+                                               {"history": result.history, "step": step,
+                                                "trace": [asdict(t) for t in result.trace]}))
+    best.restore(model)
+    result.best_epoch = best.epoch
+    phi_la.meta["training"] = result.as_dict()
+    phi_la.meta["train_config"] = config.model_dump(mode="json")
+    phi_la.meta["objective"] = {**objective.model_dump(mode="json"),
+                                "effective_weights": {"lambda_irm": w_irm_max, "lambda_probe": w_probe_max}}
+    return result

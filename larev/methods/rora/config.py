@@ -1,0 +1,45 @@
+"""RORA's configuration, and which rationale source's models score a source."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from larev.config import TrainConfig, _Config
+from larev.leakage.spans import LeakageDetectionConfig
+from larev.methods.leakage_aware.config import LeakageAwareConfig
+from larev.methods.rora.infill import InfillerConfig
+from larev.stress.addtext.perturb import SOURCE_TAG as ADDTEXT_TAG
+
+
+class RoraConfig(_Config):
+    """Everything RORA needs beyond the evaluator backbone; also switches the RQ and LAS baselines."""
+
+    enabled: bool = Field(True, description="train RORA's models and score RORA, RQ and LAS")
+    train_on: Literal["each_source", "gold"] = Field(
+        "each_source", description="each_source: models per rationale source with training rationales (the "
+                                   "paper's protocol); gold: one set of models from the gold rationales")
+    detection: LeakageDetectionConfig = Field(default_factory=LeakageDetectionConfig,
+                                              description="the rationale-only model and the leaky-word threshold")
+    infiller: InfillerConfig = Field(default_factory=InfillerConfig, description="counterfactual infilling")
+    objective: LeakageAwareConfig = Field(
+        default_factory=lambda: LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.0, irm_on="label_set"),
+        description="Phi's eq. 8: IRMv1 weight on the label-set scores (no probe term in RORA)")
+    phi_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
+                                   description="Phi: batch_size counts examples, each with all its environments")
+
+    def sources(self, variants: list[str]) -> list[str]:
+        """The rationale sources that get their own models ('gold' always: it scores every other source)."""
+        if self.train_on == "gold":
+            return ["gold"]
+        return ["gold", *[v for v in variants if v != "gold"]]
+
+
+def model_source(source: str, trained: list[str]) -> str:
+    """The source whose models score `source`: its own when trained, else gold's. An AddText copy
+    (`gold+addtext-rand-end`) is scored with its original source's models."""
+    if source in trained:
+        return source
+    base = source.split(ADDTEXT_TAG, 1)[0]
+    return base if base in trained else "gold"

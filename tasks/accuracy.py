@@ -1,0 +1,67 @@
+"""The accuracy-based baselines RQ and LAS (REV paper 3.3): per rationale source an (x, r) proxy; RORA's theta is
+the no-rationale proxy and RORA's rationale-only model the leakage indicator."""
+
+from __future__ import annotations
+
+import polars as pl
+
+import larev.formats as formats
+import larev.leakage.rationale_model as rationale_model
+import larev.methods.rora.config as rora_config
+import larev.metrics.accuracy as accuracy
+import larev.metrics.rora as rora_metric
+import larev.models.evaluator as evaluator_mod
+from larev.config import ScoreConfig
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.cache import larev_task
+from tasks.metric import Run, Trained
+from tasks.outputs import put_table
+from tasks.rora import by_model_source, per_source
+from tasks.training import train_input_model
+
+
+@larev_task("score-rq-las", code=(accuracy, rora_metric, rora_config, rationale_model, evaluator_mod, formats))
+def score_rq_las(store: ArtifactStore, proxies: dict[str, ArtifactRef], rationale_models: dict[str, ArtifactRef],
+                 theta: ArtifactRef, rationales: ArtifactRef, examples: ArtifactRef, score: ScoreConfig,
+                 device: str = "auto", progress: bool = True) -> ArtifactRef:
+    """RQ and LAS for every rationale, each source with its own proxy and leakage indicator (gold's otherwise)."""
+    from larev.leakage.rationale_model import load_rationale_model
+    from larev.metrics.accuracy import score_rq_las as score_fn
+    from larev.models.evaluator import load_evaluator
+
+    ex = store.read_parquet(examples.key)
+    th = load_evaluator(store.get_dir(theta.key), device=device)
+    frames = []
+    for model_source, part in by_model_source(store.read_parquet(rationales.key), list(proxies)):
+        proxy = load_evaluator(store.get_dir(proxies[model_source].key), device=device)
+        small = load_rationale_model(store.get_dir(rationale_models[model_source].key))
+        frames.append(score_fn(proxy, th, small, part, ex, score, progress=progress))
+    return put_table(store, "scores.parquet", pl.concat(frames))
+
+
+class Accuracy:
+    """RQ and LAS: a proxy on (x, r) per training source (model keys proxy:<source>), with RORA's theta and
+    rationale-only models; trained and scored with RORA (`rora.enabled`)."""
+
+    name = "rq_las"
+
+    def enabled(self, params) -> bool:
+        return params.rora.enabled
+
+    def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
+        p = run.params
+        return Trained(models={
+            f"proxy:{source}": run.steps.run(train_input_model, f"proxy-{source}", run.examples,
+                                             models["training_rationales"], source, run.tokenizer, p.model, p.train,
+                                             step_label=f"train-proxy-{source}")
+            for source in p.rora.sources(p.variants)})
+
+    def trained(self, models: dict[str, ArtifactRef]) -> bool:
+        return "theta" in models and bool(per_source(models, "proxy")) and bool(per_source(models, "rationale_model"))
+
+    def score(self, run: Run, models: dict[str, ArtifactRef],
+              rationales: ArtifactRef | list[ArtifactRef]) -> list[ArtifactRef]:
+        return [run.steps.score(score_rq_las, per_source(models, "proxy"), per_source(models, "rationale_model"),
+                                models["theta"], rationales=rationales, examples=run.examples, score=run.score,
+                                device=run.device, step_label=f"{run.label}score-rq-las")]

@@ -1,0 +1,168 @@
+"""LAREV's steps: IG leakage terms on phi_base, the baseline environments, the leakage probe, phi_LA; scored with
+REV's estimator."""
+
+from __future__ import annotations
+
+import polars as pl
+
+import larev.formats as formats
+import larev.leakage.attribution as attribution
+import larev.llm as llm
+import larev.methods.leakage_aware.antonyms as antonyms
+import larev.methods.leakage_aware.environments as environments
+import larev.methods.leakage_aware.objective as objective
+import larev.methods.leakage_aware.training as la_training
+import larev.models.evaluator as evaluator_mod
+import larev.models.irm as irm
+import larev.models.train as train_mod
+from larev.config import ModelConfig, TrainConfig
+from larev.formats import baseline_input, rationale_input
+from larev.leakage.attribution import AttributionConfig
+from larev.methods.leakage_aware.antonyms import AntonymConfig
+from larev.methods.leakage_aware.config import LeakageAwareConfig
+from larev.methods.leakage_aware.environments import MASKED, environment_names
+from larev.methods.leakage_aware.training import LAInstance
+from larev.schema import label_set, label_sets
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+from tasks.cache import larev_task
+from tasks.checkpoints import epoch_checkpoints
+from tasks.metric import Run, Trained
+from tasks.outputs import put_table
+from tasks.rev import score_with_estimator
+from tasks.training import (load_tokenizer, put_evaluator, split_train_validation, train_val_examples,
+                            training_frame)
+
+
+@larev_task("leakage-terms", code=(attribution, formats, evaluator_mod), gpu=True)
+def find_leakage_terms(store: ArtifactStore, phi_base: ArtifactRef, examples: ArtifactRef, baselines: ArtifactRef,
+                       config: AttributionConfig, device: str = "auto",
+                       progress: bool = True) -> dict[str, ArtifactRef]:
+    """Integrated Gradients of phi_base's label log-likelihood over b (train and validation rows): the leakage
+    term of every baseline, and the global per-token mean attribution table."""
+    from larev.leakage.attribution import leakage_terms
+    from larev.models.evaluator import load_evaluator
+
+    df = training_frame(store, examples, baselines)
+    phi_b = load_evaluator(store.get_dir(phi_base.key), device=device)
+    rows, table = leakage_terms(phi_b, df["baseline"].to_list(), df["label"].to_list(), config, progress=progress)
+    rows = rows.drop("row").insert_column(0, df["id"])
+    return {"terms": put_table(store, "leakage_terms.parquet", rows),
+            "tokens": put_table(store, "token_attributions.parquet", table)}
+
+
+@larev_task("environments", code=(environments, antonyms, llm))
+def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef, terms: ArtifactRef,
+                      phi_base: ArtifactRef, config: AntonymConfig, progress: bool = True) -> ArtifactRef:
+    """Every environment of larev/methods/leakage_aware/environments.py (E1 b, E2 leakage term masked, E3 term
+    replaced by an antonym) for every train/validation example, with the backend that built each."""
+    from transformers import AutoTokenizer
+
+    from larev.methods.leakage_aware.antonyms import make_generator
+    from larev.methods.leakage_aware.environments import build_environments
+    from larev.models.evaluator import mask_token_of
+    from tasks.secrets import gemini_options
+
+    df = training_frame(store, examples, baselines).join(
+        store.read_parquet(terms.key).select("id", "term", "start", "end"), on="id", how="left")
+    mask = mask_token_of(AutoTokenizer.from_pretrained(store.get_dir(phi_base.key)))
+    generator = None
+    if config.backend == "llm":
+        generator = make_generator(config, **gemini_options(store))
+    envs = build_environments(df.select("id", "task", "question", "choices", "label", "baseline", "term", "start",
+                                        "end"), mask, config, generator=generator, progress=progress)
+    return put_table(store, "environments.parquet", envs)
+
+
+def environment_frame(store: ArtifactStore, examples: ArtifactRef,
+                      environments_ref: ArtifactRef) -> tuple[pl.DataFrame, list[str]]:
+    """Train/validation examples with one column per environment (its text), and the environment names."""
+    ex = train_val_examples(store, examples)
+    table = store.read_parquet(environments_ref.key)
+    wide = table.pivot(on="env", index="id", values="baseline")
+    return ex.join(wide, on="id", how="inner"), environment_names(table)
+
+
+@larev_task("probe", code=(objective, train_mod, evaluator_mod, formats), gpu=True)
+def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, environments_ref: ArtifactRef,
+                train: TrainConfig, progress: bool = True) -> ArtifactRef:
+    """psi (eq. 4.8): phi's copy with its encoder frozen; the decoder learns y from Enc_phi(b~), b~ the masked
+    environment."""
+    from larev.methods.leakage_aware.objective import probe_from
+    from larev.models.evaluator import load_evaluator
+    from larev.models.train import train_evaluator
+
+    frame, _ = environment_frame(store, examples, environments_ref)
+    tr, val = split_train_validation(frame)
+    psi = probe_from(load_evaluator(store.get_dir(phi.key), device=train.device))
+    with epoch_checkpoints(store, "probe", train.epochs) as checkpoints:
+        train_evaluator(psi, [baseline_input(b) for b in tr[MASKED]], tr["label"].to_list(),
+                        [baseline_input(b) for b in val[MASKED]], val["label"].to_list(), label_sets(val), train,
+                        progress=progress, desc="probe", keep_eval=[psi.model.get_encoder()],
+                        checkpointer=checkpoints)
+        return put_evaluator(store, "probe", psi, "probe")
+
+
+def la_instances(df: pl.DataFrame, env_names: list[str]) -> list[LAInstance]:
+    """phi_LA's training instances: [r, b_e] for every environment e, the probe's input (the masked b)."""
+    return [LAInstance(inputs=tuple(rationale_input(row["rationale"], row[e]) for e in env_names),
+                       probe_input=baseline_input(row[MASKED]), label=row["label"],
+                       candidates=tuple(label_set(row["task"], row["choices"])))
+            for row in df.iter_rows(named=True)]
+
+
+@larev_task("train-la", code=(la_training, objective, irm, evaluator_mod, formats), task_run_name="train-{name}",
+            gpu=True)
+def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environments_ref: ArtifactRef,
+                 probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
+                 objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:
+    """phi_LA (eq. 4.10), a fresh model trained on the environments with the IRM and probe terms."""
+    from larev.methods.leakage_aware.training import train_leakage_aware
+    from larev.models.evaluator import load_evaluator, new_evaluator
+
+    df, env_names = environment_frame(store, examples, environments_ref)
+    tr, val = split_train_validation(df)
+    phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
+    psi = load_evaluator(store.get_dir(probe.key), device=train.device)
+    with epoch_checkpoints(store, name, train.epochs) as checkpoints:
+        train_leakage_aware(phi_la, psi, la_instances(tr, env_names), la_instances(val, env_names), label_sets(val),
+                            train, objective, task=df["task"][0], progress=progress, env_names=tuple(env_names),
+                            checkpointer=checkpoints)
+        return put_evaluator(store, name, phi_la, name)
+
+
+class LeakageAware:
+    """LAREV: phi_LA (and its ablations, `larev_<ablation>`), scored with REV's estimator against REV's phi_base."""
+
+    name = "larev"
+
+    def enabled(self, params) -> bool:
+        return params.larev.enabled
+
+    @staticmethod
+    def model_names(models: dict[str, ArtifactRef]) -> list[str]:
+        """The phi_LA models among a run's models: `larev` and `larev_<ablation>`."""
+        return [k for k in models if k == "larev" or k.startswith("larev_")]
+
+    def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
+        cfg, steps = run.params.larev, run.steps
+        terms = steps.run(find_leakage_terms, models["phi_base"], run.examples, run.baselines, cfg.attribution,
+                          run.device)
+        envs = steps.run(make_environments, run.examples, run.baselines, terms["terms"], models["phi_base"],
+                         cfg.antonyms)
+        probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
+        phi_las = {}
+        for ablation in [None, *cfg.ablations]:
+            name = "larev" if ablation is None else f"larev_{ablation}"
+            phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
+                                      cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}")
+        return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},
+                       report_models=phi_las)
+
+    def trained(self, models: dict[str, ArtifactRef]) -> bool:
+        return bool(self.model_names(models)) and "phi_base" in models
+
+    def score(self, run: Run, models: dict[str, ArtifactRef],
+              rationales: ArtifactRef | list[ArtifactRef]) -> list[ArtifactRef]:
+        return [score_with_estimator(run, name, models[name], models["phi_base"], rationales)
+                for name in self.model_names(models)]
