@@ -1,0 +1,250 @@
+"""What each `larev` command does once its parameters are resolved: call a flow, print what it made.
+
+`args.params` is the command's validated parameter model when the command is built from one (flows/cli/parser.py);
+`args.api_boot` is the Prefect API being started in the background (joined before the first flow call).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from flows.cli.output import print_ftc, print_results
+
+
+def _wait_for_api(args) -> None:
+    if getattr(args, "api_boot", None) is not None:
+        args.api_boot.join()
+
+
+def run(args) -> int:
+    from flows.pipeline import larev_pipeline
+
+    _wait_for_api(args)
+    started = time.perf_counter()
+    result = larev_pipeline(args.params)
+    print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    return 0
+
+
+def score(args) -> int:
+    from flows.score import score_rationales
+
+    params = args.params
+    _wait_for_api(args)
+    started = time.perf_counter()
+    result = score_rationales(params)
+    print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    out = Path(result["run_dir"])
+    if params.ftc is not None and (out / "ftc.json").exists():
+        print()
+        print_ftc(out / "ftc.json")
+    if params.addtext is not None and (out / "addtext.md").exists():
+        print("\n" + (out / "addtext.md").read_text())
+    return 0
+
+
+def ftc(args) -> int:
+    from flows.stress import stress_test
+
+    _wait_for_api(args)
+    result = stress_test(args.params)
+    print_ftc(Path(result["run_dir"]) / "ftc.json")
+    print(f"\nPer-counterfactual rows in {Path(result['run_dir']) / 'ftc.parquet'}")
+    return 0
+
+
+def addtext(args) -> int:
+    from flows.stress import stress_test
+
+    _wait_for_api(args)
+    result = stress_test(args.params)
+    print((Path(result["run_dir"]) / "addtext.md").read_text())
+    print(f"Shift table in {Path(result['run_dir']) / 'addtext_shift.parquet'}; plot: addtext.png")
+    return 0
+
+
+def rescore(args) -> int:
+    """One scan of an inbox: what the scheduled `rescore-inbox` deployment does every hour."""
+    from flows.rescore import rescore_inbox
+
+    params = args.params
+    _wait_for_api(args)
+    result = rescore_inbox(params)
+    print(f"\nScored: {', '.join(result['scored']) or 'nothing new'}; "
+          f"quarantined: {', '.join(result['quarantined']) or 'none'}")
+    if result["waiting"]:
+        print(f"Held back (changed less than {params.settle_seconds:g} s ago; scored on the next scan): "
+              + ", ".join(result["waiting"]))
+    print(f"Results table of this inbox: {result['results']}")
+    return 0
+
+
+def show(args) -> int:
+    from flows.score import read_run
+
+    read_run(args.run)  # a clear error when it is not a run directory
+    print_results(args.run)
+    report = Path(args.run) / "report.md"
+    if args.report and report.exists():
+        print("\n" + report.read_text())
+    return 0
+
+
+def service_setup(args) -> int:
+    from flows import service
+
+    _wait_for_api(args)
+    done = service.setup(deploy=not args.no_deploy, crash_after=args.crash_after or service.CRASH_AFTER_SECONDS)
+    print(f"Prefect API: {args.api}")
+    print(f"work pools: {', '.join(service.WORK_POOLS)} (created now: {', '.join(done['work_pools_created']) or 'none'})")
+    print(f"crash detection: automation {service.CRASH_AUTOMATION!r} ({done['crash_automation']})")
+    if done["deployed"]:
+        print(f"deployed every deployment of {service.PREFECT_FILE.relative_to(service.PROJECT_DIR)}; start a worker "
+              "with: prefect worker start --pool larev-cpu")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ benchmarks
+
+
+def _bench_stress(args, run_dir: Path) -> Path | None:
+    """FTC and AddText on the run's gold rationales, unless --no-stress; their directory. The stress flow skips
+    FTC, with a warning, on runs it does not apply to (QA, or no theta)."""
+    if args.no_stress:
+        return None
+    from flows.stress import StressParams, stress_test
+
+    _wait_for_api(args)  # --from-run has not needed the API before this flow
+    print("stress tests on the gold rationales: FTC (NLI runs) and AddText ...", flush=True)
+    progress = args.params.progress if args.params is not None else True
+    result = stress_test(StressParams(run=str(run_dir), name="stress", sources=["gold"], progress=progress))
+    return Path(result["run_dir"])
+
+
+def bench_quality(args) -> int:
+    """The whole protocol on one train/test pair; results.json, results.md, results.csv and separations.png in
+    --out. With --from-run, only the outputs are rebuilt from a finished run."""
+    from larev.bench.quality import write_quality_outputs
+
+    out = Path(args.out)
+    if args.from_run:
+        run_dir = Path(args.from_run)
+        previous = out / "results.json"
+        seconds = json.loads(previous.read_text()).get("seconds") if previous.exists() else None
+        write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
+        print_results(str(run_dir))
+    else:
+        from flows.pipeline import larev_pipeline
+
+        _wait_for_api(args)
+        started = time.perf_counter()
+        result = larev_pipeline(args.params)
+        seconds = time.perf_counter() - started
+        run_dir = Path(result["run_dir"])
+        write_quality_outputs(run_dir, out, title=f"larev bench quality: {args.params.run_name}", seconds=seconds,
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
+        print_results(str(run_dir), result["steps"], seconds)
+    print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png"
+          + ("" if args.no_stress else ", addtext.png"))
+    return 0
+
+
+def _timed_run(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds of `larev <argv>` in a child process, and the peak RSS (GiB) of the children so far."""
+    import resource
+    import subprocess
+    import sys
+
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"error: `larev {' '.join(argv)}` failed:\n{done.stderr[-2000:]}")
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # Linux: KiB
+    return seconds, peak_kib / 1024**2
+
+
+def bench_speed(args) -> int:
+    """Speed ratios measured side by side in this run; speed.json in --out (larev/bench/speed.py says what each is)."""
+    import tempfile
+
+    from larev.bench import speed
+
+    figures: dict = {}
+    print("scoring: batched vs one example and one label at a time ...", flush=True)
+    figures |= speed.measure_scoring()
+    print("integrated gradients: batched vs one captum call per example ...", flush=True)
+    figures |= speed.measure_ig()
+    print("phi_LA training step vs ERM step ...", flush=True)
+    figures |= speed.measure_irm_step()
+    if not args.skip_demo:
+        with tempfile.TemporaryDirectory() as tmp:
+            demo = ["run", "--store", f"{tmp}/store", "--run-dir", f"{tmp}/runs", "--no-progress",
+                    "--server", args.server]
+            print("the demo, cold (fresh store) ...", flush=True)
+            cold, peak = _timed_run(demo)
+            print(f"  {cold:.1f}s; the demo again, from cache ...", flush=True)
+            warm, peak = _timed_run(demo)
+        figures |= {"demo_cold_seconds": cold, "demo_cached_seconds": warm, "cached_rerun_vs_cold": warm / cold,
+                    "demo_peak_rss_gib": peak}
+    if args.esnli_results:
+        quality = json.loads(Path(args.esnli_results).read_text())
+        if quality.get("seconds") is not None:
+            figures["esnli_full_minutes"] = quality["seconds"] / 60
+            figures["esnli_full_source"] = str(args.esnli_results)
+    report = {"figures": figures, "targets": speed.verdicts(figures)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "speed.json").write_text(json.dumps(report, indent=2))
+    print(f"\n{'figure':<26} {'value':>10}  {'target':<8} meets")
+    for name, v in report["targets"].items():
+        value = "-" if v["value"] is None else f"{v['value']:.3f}"
+        meets = "-" if v["meets"] is None else ("yes" if v["meets"] else "NO")
+        print(f"{name:<26} {value:>10}  {v['target']:<8} {meets}")
+    print(f"\nAll figures in {out / 'speed.json'}")
+    return 0
+
+
+def bench_scale(args) -> int:
+    """Score throughput in-process vs sharded over 1, 2, ... Dask workers; scale.json in --out."""
+    import tempfile
+
+    from flows.scale_bench import measure_scale_out, print_report, quick_run
+
+    workers = sorted({int(w) for w in args.workers.split(",") if w.strip()})
+    _wait_for_api(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = args.run
+        if run_dir is None:
+            print("training a REV + LAREV run on the demo data (embedded backbone, one epoch per model) ...",
+                  flush=True)
+            run_dir = quick_run(Path(tmp))
+        report = measure_scale_out(run_dir, Path(args.out), n_rows=args.rows, shard_rows=args.shard_rows,
+                                   workers=workers)
+    print_report(report)
+    print(f"\nAll figures in {Path(args.out) / 'scale.json'}")
+    return 0
+
+
+def bench_memory(args) -> int:
+    """Peak memory of `larev score`, whole file vs shards, on growing files; memory.json in --out."""
+    import tempfile
+
+    from flows.scale_bench import measure_memory, print_memory_report, tiny_run
+    from tasks.sharding import prefect_api_url
+
+    sizes = [int(n) for n in args.rows.split(",") if n.strip()]
+    _wait_for_api(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = args.run
+        if run_dir is None:
+            print("training a small REV-only run on the demo data ...", flush=True)
+            run_dir = tiny_run(Path(tmp))
+        report = measure_memory(run_dir, Path(args.out), sizes=sizes, shard_rows=args.shard_rows,
+                                api_url=prefect_api_url())
+    print_memory_report(report)
+    print(f"\nAll figures in {Path(args.out) / 'memory.json'}")
+    return 0

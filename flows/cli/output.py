@@ -1,0 +1,58 @@
+"""What the `larev` commands print: a run's score table, separations, notes and step timings; FTC summaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def print_results(run_dir: str, steps=None, seconds: float | None = None) -> None:
+    import polars as pl
+
+    from larev.reports import diagnose, separation_table
+
+    summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
+    with pl.Config(tbl_rows=50, tbl_hide_dataframe_shape=True, float_precision=3, tbl_hide_column_data_types=True):
+        print("\nScores (nats for REV, LAREV, RORA; accuracy differences for RQ, LAS; accuracy of the evaluator with "
+              "/ without the rationale):")
+        print(summary)
+        seps = separation_table(summary)
+        if seps.width > 1:
+            print("\nSeparations (gold minus degraded; all positive is what a good metric shows):")
+            print(seps)
+    for note in diagnose(summary):
+        print(f"\nNote: {note}")
+    if steps:
+        from tasks.runner import StepRecord
+
+        ran = sum(not s.cached for s in steps if isinstance(s, StepRecord))
+        print(f"\nSteps ({len(steps) - ran} cached, {ran} ran):")
+        for s in steps:
+            where = f"  on {s.where}" if getattr(s, "where", "local") != "local" else ""
+            print(f"  {s.step:<20} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s{where}")
+    print(f"\nOutputs in {run_dir}: scores.parquet, summary.parquet, report.md, separations.png, run.json")
+    if seconds is not None:
+        print(f"Finished in {seconds:.1f}s")
+
+
+def print_ftc(path: Path) -> None:
+    """The FTC summary of ftc.json, one block per rationale source."""
+    payload = json.loads(path.read_text())
+    print(f"FTC (task model: {payload['task_model']}, extractor: {payload['config']['extractor']}, "
+          f"alpha {payload['config']['alpha']})")
+
+    def fig(x):
+        return "   n/a" if x is None else f"{x:6.3f}"
+
+    for source, s in payload["by_source"].items():
+        print(f"\n{source}: {s['n_examples']} explanations, counterfactuals built for {s['n_extracted']} of "
+              f"{s['n']} (example, case) rows")
+        print(f"  {'case':<6} {'n':>6} {'built':>6} {'delta':>6} {'K':>6} {'W':>6}")
+        overall = {"n": s["n"], "n_extracted": s["n_extracted"],
+                   **{f: s[f] for f in ("ftc_delta", "ftc_kl", "ftc_wasserstein")}}
+        for case, c in {**s["by_case"], "all": overall}.items():
+            print(f"  {case:<6} {c['n']:>6} {c['n_extracted']:>6} {fig(c['ftc_delta'])} {fig(c['ftc_kl'])} "
+                  f"{fig(c['ftc_wasserstein'])}")
+        reasons = list(s["unextracted_reasons"].items())[:4]
+        if reasons:
+            print("  no counterfactual: " + "; ".join(f"{reason} ({n})" for reason, n in reasons))

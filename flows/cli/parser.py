@@ -1,0 +1,227 @@
+"""The `larev` argument parser: which option sets which parameter (tables of `Option`s), the rest from the models.
+
+To expose another parameter as an option, add one `Option(flag, path)` line to a table below; its type, choices
+and help come from the field. Every parameter is reachable without a line here through `--set PATH=VALUE` or a
+`--params` file.
+"""
+
+from __future__ import annotations
+
+import argparse
+from functools import cache
+
+from flows.cli.options import UNSET, Assignment, Command, Option, add_options, given
+
+SCALE_OUT = [
+    Option("--shard-rows", "scale_out.shard_rows"),
+    Option("--dask-workers", "scale_out.dask_workers"),
+    Option("--dask-address", "scale_out.dask_address"),
+]
+
+PIPELINE = [
+    Option("--run-name", "run_name", default="demo-<task>, or 'files'"),
+    Option("--store", "artifact_root"),
+    Option("--run-dir", "run_dir"),
+    Option("--task", "data.task", help="the task: of the demo data (default nli), or checked against your files"),
+    Option("--train", "data.train", help="training examples file (.parquet, .jsonl, .csv); with --test: your data"),
+    Option("--test", "data.test"),
+    Option("--validation", "data.validation"),
+    Option("--train-rows", "data.train_rows"),
+    Option("--test-rows", "data.test_rows"),
+    Option("--column-map", "data.column_map"),
+    Option("--n-train", "data.demo.n_train", help="demo: training examples"),
+    Option("--n-test", "data.demo.n_test", help="demo: test examples"),
+    Option("--seed", "data.demo.seed", help="demo: data seed"),
+    Option("--rationale-leakage", "data.demo.rationale_leakage"),
+    Option("--input-cue-rate", "data.demo.input_cue_rate"),
+    Option("--rationales", "rationales"),
+    Option("--backbone", "model.backbone"),
+    Option("--paraphrase", "baselines.paraphrase", help="NLI baseline paraphraser"),
+    Option("--epochs", "train.epochs", help="training epochs per evaluator"),
+    Option("--batch-size", "train.batch_size"),
+    Option("--learning-rate", "train.learning_rate"),
+    Option("--train-seed", "train.seed"),
+    Option("--device", "train.device"),
+    Option("--normalisation", "score.normalisation"),
+    Option("--no-larev", "larev.enabled", const=False, help="REV only: skip LAREV's steps"),
+    Option("--lambda-irm", "larev.objective.lambda_irm"),
+    Option("--lambda-probe", "larev.objective.lambda_probe"),
+    Option("--irm-on", "larev.objective.irm_on"),
+    Option("--ablations", "larev.ablations"),
+    Option("--antonyms", "larev.antonyms.backend"),
+    Option("--ig-steps", "larev.attribution.n_steps"),
+    Option("--la-epochs", "larev.la_train.epochs", help="phi_LA epochs"),
+    Option("--no-rora", "rora.enabled", const=False, help="skip RORA, RQ and LAS"),
+    Option("--rora-train-on", "rora.train_on"),
+    Option("--rora-lambda", "rora.objective.lambda_irm", help="RORA: IRM weight of Phi"),
+    Option("--rora-threshold", "rora.detection.threshold"),
+    Option("--gpu-deployment", "gpu_deployment"),
+    Option("--no-progress", "progress", const=False, help="no progress bars"),
+    *SCALE_OUT,
+]
+
+
+def pipeline_assignments(items: list[Assignment]) -> list[Assignment]:
+    """`--train`/`--test` mean source=files; on demo data the task names the demo task; the default run name
+    is demo-<task> (or 'files')."""
+    source = given(items, "data.source")
+    if source is UNSET and any(a.path in ("data.train", "data.test") for a in items):
+        source = "files"
+        items = [Assignment("data.source", "files", "--train/--test"), *items]
+    if source in (UNSET, "demo"):
+        items = [Assignment("data.demo.task", a.value, a.origin) if a.path == "data.task" else a for a in items]
+    if given(items, "run_name") is UNSET:
+        task = given(items, "data.demo.task")
+        name = "files" if source == "files" else "hub" if source == "hub" else f"demo-{'nli' if task is UNSET else task}"
+        items = [Assignment("run_name", name, "default"), *items]
+    return items
+
+
+STRESS_COMMON = [
+    Option("--run", "run"),
+    Option("--rationales", "rationales"),
+    Option("--sources", "sources"),
+    Option("--name", "name"),
+    Option("--column-map", "column_map"),
+    Option("--device", "device"),
+    Option("--no-progress", "progress", const=False, help="no progress bars"),
+]
+
+
+@cache
+def commands() -> dict[str, Command]:
+    """Each config-built command's parameter model and options (imported on first use: --help stays fast)."""
+    from flows.pipeline import PipelineParams
+    from flows.rescore import RescoreParams
+    from flows.score import ScoreParams
+    from flows.stress import StressParams
+
+    pipeline = Command(PipelineParams, PIPELINE, adjust=pipeline_assignments)
+    return {
+        "run": pipeline,
+        "bench quality": pipeline,
+        "score": Command(ScoreParams, [
+            Option("--run", "run"), Option("--rationales", "rationales"), Option("--name", "name"),
+            Option("--column-map", "column_map"), Option("--device", "device"),
+            Option("--no-progress", "progress", const=False, help="no progress bars"),
+            Option("--refresh", "refresh", const=True),
+            Option("--ftc", "ftc", const={}, help="also compute FTC of every source's explanations (NLI; the "
+                                                  "defaults of `larev ftc`)"),
+            Option("--addtext", "addtext", const={}, help="also run the AddText stress test of every metric on "
+                                                          "every source (the defaults of `larev addtext`)"),
+            *SCALE_OUT]),
+        "rescore": Command(RescoreParams, [
+            Option("--run", "run"), Option("--inbox", "inbox"), Option("--settle-seconds", "settle_seconds"),
+            Option("--column-map", "column_map"), Option("--device", "device"), *SCALE_OUT]),
+        "ftc": Command(StressParams, [
+            *STRESS_COMMON,
+            Option("--extractor", "ftc.extractor"), Option("--llm-model", "ftc.llm_model"),
+            Option("--task-model", "ftc.task_model"), Option("--alpha", "ftc.alpha")],
+            presets={"name": "ftc", "addtext": None}),
+        "addtext": Command(StressParams, [
+            *STRESS_COMMON,
+            Option("--kinds", "addtext.kinds"), Option("--positions", "addtext.positions"),
+            Option("--seed", "addtext.seed"), Option("--rand-tokens", "addtext.n_rand_tokens"),
+            Option("--corpus", "addtext.wiki_corpus")],
+            presets={"name": "addtext", "ftc": None}),
+    }
+
+
+def _server_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", default="auto",
+                   help="Prefect API: auto (PREFECT_API_URL, else a temporary server), local (a background server "
+                        "with the UI on 127.0.0.1:4200, started if down), or an API URL")
+
+
+def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, **kwargs)
+    add_options(p, commands()[key])
+    p.set_defaults(params_command=key)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from flows.cli import commands as cmd
+
+    parser = argparse.ArgumentParser(prog="larev", description="Leakage-robust evaluation of free-text rationales")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Prefect's own INFO logs too")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = _config_command(sub, "run", "run", help="run the pipeline (demo data by default)")
+    _server_option(run)
+    run.set_defaults(func=cmd.run)
+
+    score = _config_command(sub, "score", "score", help="score a rationale file with a finished run's evaluators")
+    _server_option(score)
+    score.set_defaults(func=cmd.score)
+
+    ftc = _config_command(sub, "ftc", "ftc", help="FTC faithfulness of NLI explanations: counterfactual hypotheses "
+                                                  "from each explanation's relation, judged by a task model")
+    _server_option(ftc)
+    ftc.set_defaults(func=cmd.ftc)
+
+    addtext = _config_command(sub, "addtext", "addtext", help="AddText stress test: irrelevant text added to each "
+                                                              "rationale, scored with every metric")
+    _server_option(addtext)
+    addtext.set_defaults(func=cmd.addtext)
+
+    rescore = _config_command(sub, "rescore", "rescore",
+                              help="score the new rationale files of an inbox (folder or s3://), once")
+    _server_option(rescore)
+    rescore.set_defaults(func=cmd.rescore)
+
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
+    quality = _config_command(bench, "quality", "bench quality",
+                              help="every metric (REV, LAREV, RORA, RQ, LAS) on one train/test pair; results.json")
+    quality.add_argument("--out", required=True,
+                         help="directory for results.json, results.md, results.csv (intervals), separations.png")
+    quality.add_argument("--bootstrap", type=int, default=1000,
+                         help="bootstrap resamples for the 95%% intervals over test rows (0 = none)")
+    quality.add_argument("--from-run", default=None,
+                         help="rebuild the outputs from this finished run directory instead of running")
+    quality.add_argument("--no-stress", action="store_true",
+                         help="skip FTC and the AddText stress test on the gold rationales")
+    _server_option(quality)
+    quality.set_defaults(func=cmd.bench_quality)
+
+    speed = bench.add_parser("speed", help="speed ratios measured side by side in one run; speed.json")
+    speed.add_argument("--out", required=True, help="directory for speed.json")
+    speed.add_argument("--skip-demo", action="store_true", help="skip the cold / cached demo runs")
+    speed.add_argument("--esnli-results", default=None,
+                       help="a `larev bench quality` results.json on e-SNLI: its wall time is esnli_full_minutes")
+    _server_option(speed)
+    speed.set_defaults(func=cmd.bench_speed)
+
+    scale = bench.add_parser("scale", help="score throughput in-process vs sharded on 1, 2, ... Dask workers")
+    scale.add_argument("--run", default=None,
+                       help="a finished run whose evaluators score (default: train a quick REV + LAREV demo run)")
+    scale.add_argument("--rows", type=int, default=20_000, help="rationale rows to score (default 20,000)")
+    scale.add_argument("--shard-rows", type=int, default=2_500, help="rows per shard (default 2,500)")
+    scale.add_argument("--workers", default="1,2", help="comma-separated LocalCluster sizes (default 1,2)")
+    scale.add_argument("--out", default="bench/scale", help="where scale.json and the rationale file go")
+    _server_option(scale)
+    scale.set_defaults(func=cmd.bench_scale)
+
+    memory = bench.add_parser("memory", help="peak memory of larev score, whole file vs shards, on growing files")
+    memory.add_argument("--run", default=None, help="a finished run (default: train a small REV-only demo run)")
+    memory.add_argument("--rows", default="50000,200000", help="comma-separated file sizes (default 50000,200000)")
+    memory.add_argument("--shard-rows", type=int, default=10_000, help="rows per shard (default 10,000)")
+    memory.add_argument("--out", default="bench/memory", help="where memory.json goes")
+    _server_option(memory)
+    memory.set_defaults(func=cmd.bench_memory)
+
+    service = sub.add_parser("service", help="run larev as a Prefect service").add_subparsers(dest="service",
+                                                                                             required=True)
+    setup = service.add_parser("setup", help="on the Prefect API (PREFECT_API_URL, or --server): create the work "
+                                             "pools, the crash-detection automation, and every deployment")
+    setup.add_argument("--no-deploy", action="store_true", help="pools and crash detection only")
+    setup.add_argument("--crash-after", type=int, default=None,
+                       help="seconds without a heartbeat before a running flow run is marked Crashed (default 90)")
+    _server_option(setup)
+    setup.set_defaults(func=cmd.service_setup)
+
+    show = sub.add_parser("show", help="print a run's results")
+    show.add_argument("run", help="the run directory")
+    show.add_argument("--report", action="store_true", help="also print report.md")
+    show.set_defaults(func=cmd.show)
+    return parser

@@ -1,0 +1,120 @@
+"""The CLI made from the configs: generated options, --params files, --set and --print-params (no flow runs)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from flows.cli import main
+from flows.cli.parser import PIPELINE, build_parser, commands
+from larev.methods.leakage_aware.config import LeakageAwareConfig
+
+
+def printed_params(capsys, *argv: str) -> dict:
+    assert main([*argv, "--print-params"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_set_reaches_any_parameter_and_print_params_shows_it(capsys):
+    params = printed_params(capsys, "run", "--set", "larev.objective.lambda_irm=2.5")
+    assert params["larev"]["objective"]["lambda_irm"] == 2.5
+    assert params["run_name"] == "demo-nli"
+    default = printed_params(capsys, "run")
+    assert default["larev"]["objective"]["lambda_irm"] is None
+
+
+def test_params_file_gives_the_same_parameters_as_the_same_flags(capsys, tmp_path):
+    from flows.pipeline import PipelineParams
+
+    params_file = tmp_path / "run.yaml"
+    params_file.write_text(yaml.safe_dump({
+        "data": {"demo": {"n_train": 200, "rationale_leakage": 0.3}},
+        "train": {"epochs": 1},
+        "larev": {"la_train": {"epochs": 5}, "objective": {"lambda_irm": 2.5}, "ablations": ["no_irm"]},
+        "rora": {"enabled": False},
+    }))
+    from_file = printed_params(capsys, "run", "--params", str(params_file))
+    from_flags = printed_params(capsys, "run", "--n-train", "200", "--rationale-leakage", "0.3", "--epochs", "1",
+                                "--la-epochs", "5", "--lambda-irm", "2.5", "--ablations", "no_irm", "--no-rora")
+    assert from_file == from_flags
+    # a section given in part keeps its other defaults: LAREV's la_train batch size 16, not TrainConfig's 32
+    assert from_file["larev"]["la_train"] == {**PipelineParams().larev.la_train.model_dump(mode="json"), "epochs": 5}
+    assert from_file["data"]["demo"]["n_test"] == PipelineParams().data.demo.n_test
+
+
+def test_precedence_is_file_then_options_then_set(capsys, tmp_path):
+    params_file = tmp_path / "run.json"
+    params_file.write_text(json.dumps({"train": {"epochs": 7, "batch_size": 8}, "run_name": "from-file"}))
+    params = printed_params(capsys, "run", "--params", str(params_file), "--epochs", "2",
+                            "--set", "train.batch_size=4", "--set", "train.epochs=3")
+    assert params["train"]["epochs"] == 3 and params["train"]["batch_size"] == 4
+    assert params["run_name"] == "from-file"
+
+
+def test_files_mode_and_the_derived_run_name(capsys):
+    params = printed_params(capsys, "run", "--train", "a.parquet", "--test", "b.parquet", "--task", "qa")
+    assert params["data"]["source"] == "files" and params["data"]["task"] == "qa"
+    assert params["data"]["demo"]["task"] == "nli" and params["run_name"] == "files"
+    demo = printed_params(capsys, "run", "--task", "qa")
+    assert demo["data"]["demo"]["task"] == "qa" and demo["data"]["task"] is None and demo["run_name"] == "demo-qa"
+
+
+def test_stress_commands_have_their_presets(capsys):
+    ftc = printed_params(capsys, "ftc", "--run", "runs/x", "--alpha", "0.5")
+    assert ftc["name"] == "ftc" and ftc["addtext"] is None and ftc["ftc"]["alpha"] == 0.5
+    addtext = printed_params(capsys, "addtext", "--run", "runs/x", "--kinds", "rand,wiki")
+    assert addtext["name"] == "addtext" and addtext["ftc"] is None and addtext["addtext"]["kinds"] == ["rand", "wiki"]
+    score = printed_params(capsys, "score", "--run", "r", "--rationales", "f.csv", "--ftc", "--shard-rows", "0")
+    assert score["ftc"] is not None and score["addtext"] is None
+
+
+def test_text_values_stay_text_and_yaml_values_are_typed(capsys):
+    params = printed_params(capsys, "run", "--set", "model.backbone=no", "--set", "larev.ablations=[no_irm, thesis]",
+                            "--set", "data.demo.n_train=300", "--set", "gpu_deployment=null")
+    assert params["model"]["backbone"] == "no"
+    assert params["larev"]["ablations"] == ["no_irm", "thesis"]
+    assert params["data"]["demo"]["n_train"] == 300 and params["gpu_deployment"] is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--set", "larev.objectve.lambda_irm=1"], "larev has no field 'objectve'"),
+    (["run", "--set", "train.epochs.x=1"], "'train.epochs' is a value, not a section"),
+    (["run", "--set", "train.epochs"], "expected PATH=VALUE"),
+    (["run", "--set", "train.epochs=0"], "train.epochs"),
+    (["run", "--params", "missing.yaml"], "--params missing.yaml: cannot read it"),
+    (["run", "--train", "a.parquet"], "needs both train and test"),
+])
+def test_bad_parameters_name_what_is_wrong(capsys, argv, message):
+    assert main([*argv, "--print-params"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_params_file_that_is_not_a_mapping(capsys, tmp_path):
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- 1\n- 2\n")
+    assert main(["run", "--params", str(bad), "--print-params"]) == 2
+    assert f"--params {bad}: expected a mapping of parameters, found a list" in capsys.readouterr().err
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("larev:\n  objective:\n    lamda_irm: 3\n")
+    assert main(["run", "--params", str(unknown), "--print-params"]) == 2
+    assert "objective has no field 'lamda_irm'" in capsys.readouterr().err
+
+
+def test_help_is_read_from_the_configs(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    description = " ".join(LeakageAwareConfig.model_fields["lambda_irm"].description.split())
+    assert f"{description} (larev.objective.lambda_irm; default none)" in text
+    assert "(larev.la_train.epochs; default 2)" in text  # LAREV's own default, not TrainConfig's 3
+    for option in PIPELINE:  # every option names the parameter it sets
+        assert option.path in text
+
+
+def test_every_option_table_matches_its_model():
+    build_parser()  # builds every generated option: an option over a missing field would raise here
+    for name, command in commands().items():
+        paths = [option.path for option in command.options]
+        assert len(paths) == len(set(paths)), f"{name}: two options set the same parameter"
