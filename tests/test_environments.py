@@ -178,3 +178,38 @@ def test_a_failing_llm_stops_the_run_early():
     with pytest.raises(GenerationError, match="5 requests in a row failed"):
         build_environments(_frame(rows), MASK, config, generator=generator)
     assert generator.calls < 20  # not one request per row
+
+
+def test_a_fourth_environment_is_one_entry_and_reaches_training(monkeypatch):
+    """CONTRIBUTING.md: a new environment is one more (name, builder) entry; the table, the instances and phi_LA's
+    training (one input per environment, per-environment validation) follow without another change."""
+    import larev.methods.leakage_aware.environments as environments
+    from larev.config import TrainConfig
+    from larev.methods.leakage_aware.config import LeakageAwareConfig
+    from larev.methods.leakage_aware.training import train_leakage_aware
+    from tasks.leakage_aware import la_instances
+    from tests.helpers import tiny_evaluator
+
+    def deleted(requests, baselines, ctx):  # E4: the leakage term removed outright
+        return [(b, "none") if r is None else (b[:r.start] + b[r.end:], "delete") for r, b in zip(requests, baselines)]
+
+    monkeypatch.setattr(environments, "ENVIRONMENTS", (*environments.ENVIRONMENTS, ("E4", deleted)))
+    rows = [_row(f"n{i}", f"a man {w} a dog", w, label=y) for i, (w, y) in
+            enumerate([("implies", "entailment"), ("contradicts", "contradiction"), ("unrelated", "neutral")] * 4)]
+    table = build_environments(_frame(rows), MASK, OFFLINE)
+    names = environments.environment_names(table)
+    assert names == ["E1", "E2", "E3", "E4"]
+    assert table.filter(pl.col("env") == "E4")["baseline"].to_list()[:2] == ["a man  a dog"] * 2
+    wide = table.pivot(on="env", index="id", values="baseline").join(
+        pl.DataFrame({"id": [r["id"] for r in rows], "label": [r["label"] for r in rows], "task": "nli",
+                      "choices": [None] * len(rows), "rationale": "a fruit"},
+                     schema_overrides={"choices": pl.List(pl.String)}), on="id")
+    instances = la_instances(wide, names)
+    assert all(len(x.inputs) == 4 for x in instances)
+    phi_la = tiny_evaluator([r["baseline"] for r in rows] + ["a fruit", MASK, "entailment", "contradiction",
+                                                               "neutral"])
+    labels = [["entailment", "contradiction", "neutral"]] * 3
+    result = train_leakage_aware(phi_la, None, instances[:9], instances[9:], labels,
+                                 TrainConfig(epochs=1, batch_size=3), LeakageAwareConfig(lambda_probe=0.0), "nli",
+                                 progress=False, env_names=tuple(names))
+    assert {"val_logp_E1", "val_logp_E4"} <= set(result.history[0])
