@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
+from tasks.results import RESULT_SERIALIZER
 
 
 # Arguments that never change a step's output.
@@ -159,8 +160,6 @@ def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), gpu: bo
     def decorate(fn):
         version = code_version(fn, *code)
         run = StepFunction(fn, step, version)
-        from tasks.results import RESULT_SERIALIZER
-
         options = {"name": step, "persist_result": True, "result_serializer": RESULT_SERIALIZER,
                    "task_run_name": f"{step}", **task_options}
         task_obj = task(run, cache_policy=ArtifactCachePolicy(step=step, version=version), **options)

@@ -46,9 +46,7 @@ def _record_being_read() -> str:
         policy = getattr(ctx.task, "cache_policy", None)
         storage = getattr(ctx.result_store, "result_storage", None)
         base = getattr(storage, "basepath", None)
-        from tasks.cache import ArtifactCachePolicy
-
-        if isinstance(policy, ArtifactCachePolicy) and base:
+        if getattr(policy, "step", None) and base:  # a larev step's policy (tasks/cache.py ArtifactCachePolicy)
             where = f"cache record {str(base).rstrip('/')}/{policy.compute_key(None, ctx.parameters or {}, {})}"
         return f"{where} of step {ctx.task.name!r}"
     except Exception:  # noqa: BLE001 - only for the message

@@ -98,7 +98,8 @@ def service_setup(args) -> int:
     _wait_for_api(args)
     done = service.setup(deploy=not args.no_deploy, crash_after=args.crash_after or service.CRASH_AFTER_SECONDS)
     print(f"Prefect API: {args.api}")
-    print(f"work pools: {', '.join(service.WORK_POOLS)} (created now: {', '.join(done['work_pools_created']) or 'none'})")
+    created = ", ".join(done["work_pools_created"]) or "none"
+    print(f"work pools: {', '.join(service.WORK_POOLS)} (created now: {created})")
     print(f"crash detection: automation {service.CRASH_AUTOMATION!r} ({done['crash_automation']})")
     if done["deployed"]:
         print(f"deployed every deployment of {service.PREFECT_FILE.relative_to(service.PROJECT_DIR)}; start a worker "

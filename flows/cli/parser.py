@@ -72,7 +72,8 @@ def pipeline_assignments(items: list[Assignment]) -> list[Assignment]:
         items = [Assignment("data.demo.task", a.value, a.origin) if a.path == "data.task" else a for a in items]
     if given(items, "run_name") is UNSET:
         task = given(items, "data.demo.task")
-        name = "files" if source == "files" else "hub" if source == "hub" else f"demo-{'nli' if task is UNSET else task}"
+        demo_name = f"demo-{'nli' if task is UNSET else task}"
+        name = source if source in ("files", "hub") else demo_name
         items = [Assignment("run_name", name, "default"), *items]
     return items
 
@@ -141,7 +142,7 @@ def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentPars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from flows.cli import commands as cmd
+    import flows.cli.commands as cmd
 
     parser = argparse.ArgumentParser(prog="larev", description="Leakage-robust evaluation of free-text rationales")
     parser.add_argument("-v", "--verbose", action="store_true", help="Prefect's own INFO logs too")

@@ -78,6 +78,113 @@ class LAResult:
         return {"history": self.history, "trace": [asdict(t) for t in self.trace], "best_epoch": self.best_epoch}
 
 
+@dataclass
+class _Encoded:
+    """The training instances tokenized once: per environment, per instance the input ids; the probe inputs (when
+    the probe weight is above 0), the label ids, and the token ids of every candidate label."""
+
+    env_ids: list[list[list[int]]]
+    probe_ids: list[list[int]]
+    label_ids: list[list[int]]
+    candidate_ids: dict[str, list[int]]
+
+
+def _encode(phi_la: Evaluator, train: list[LAInstance], n_env: int, with_probe: bool) -> _Encoded:
+    tok, eos = phi_la.tokenizer, phi_la.eos_id
+    max_in, max_out = phi_la.config.max_input_tokens, phi_la.config.max_target_tokens
+    return _Encoded(
+        env_ids=[tokenize(tok, [x.inputs[e] for x in train], max_in, eos)[0] for e in range(n_env)],
+        probe_ids=tokenize(tok, [x.probe_input for x in train], max_in, eos)[0] if with_probe else [],
+        label_ids=tokenize(tok, [x.label for x in train], max_out, eos)[0],
+        candidate_ids={c: tokenize(tok, [c], max_out, eos)[0][0] for x in train for c in x.candidates})
+
+
+def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, idx: list[int],
+                n_env: int, objective: LeakageAwareConfig, w_irm: float, w_probe: float, with_probe: bool,
+                device: torch.device, bf16: bool) -> tuple[torch.Tensor, tuple[float, float, float]]:
+    """Eq. 4.10 on the instances `idx`: the loss to minimise and its logged parts (mean ERM over environments,
+    summed IRM penalty, the probe's loss; nan when the probe weight is 0)."""
+    model, pad = phi_la.model, phi_la.pad_id
+    lab, lab_mask = pad_batch([enc.label_ids[j] for j in idx], pad)
+    labels = labels_for_loss(lab, lab_mask).to(device)
+    # One forward pass over the environments of every instance in the batch: rows env-major.
+    ids, mask = pad_batch([enc.env_ids[e][j] for e in range(n_env) for j in idx], pad)
+    with autocast(device, bf16):
+        # decoder inputs without `labels`: the per-environment losses below are the only ones computed
+        decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels.repeat(n_env, 1))
+        out = model(input_ids=ids.to(device), attention_mask=mask.to(device), decoder_input_ids=decoder_ids)
+        logits = out.logits.float().split(len(idx))
+        erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1), ignore_index=-100)
+               for z in logits]
+        if objective.irm_on == "tokens":
+            irm = [irm_penalty(z, labels) for z in logits]
+        else:
+            scores, target = label_set_scores(model, out.encoder_last_hidden_state, mask.to(device),
+                                              [train[j] for j in idx] * n_env, enc.candidate_ids, pad)
+            irm = [irm_penalty(s_e, t_e) for s_e, t_e in zip(scores.split(len(idx)), target.split(len(idx)))]
+        if with_probe:
+            p_ids, p_mask = pad_batch([enc.probe_ids[j] for j in idx], pad)
+            p_mask = p_mask.to(device)
+            hidden = model.get_encoder()(input_ids=p_ids.to(device), attention_mask=p_mask).last_hidden_state
+            probe_loss = decoder_loss_on(probe.model, hidden, p_mask, labels)
+            probe_term = bounded_probe_loss(probe_loss, min(len(train[j].candidates) for j in idx),
+                                            objective.probe_bound)
+        else:
+            probe_loss = probe_term = torch.zeros((), device=device)
+        loss = la_objective(erm, irm, probe_term, w_irm, w_probe)
+    # the probe loss is not computed when its weight is 0: logged as nan, not as a loss of 0
+    return loss, (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(),
+                  probe_loss.item() if with_probe else math.nan)
+
+
+def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, order: list[int],
+               epoch: int, step: int, total: int, optimizer, scheduler, result: LAResult, config: TrainConfig,
+               objective: LeakageAwareConfig, max_weights: tuple[float, float], n_env: int, device: torch.device,
+               progress: bool, log_every: int, desc: str) -> tuple[dict[str, float], int]:
+    """One pass over the instances in `order`, both weights ramped up per step (eq. 4.10's warm-up); appends the
+    logged means to `result.trace`. Returns the summed losses and the global step count after the epoch."""
+    model = phi_la.model
+    steps_per_epoch = math.ceil(len(order) / config.batch_size)
+    sums = {"erm": 0.0, "irm": 0.0, "probe": 0.0}
+    window: list[tuple[float, float, float]] = []
+    bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}", enabled=progress,
+                       unit="step")
+    for i in bar:
+        idx = order[i * config.batch_size: (i + 1) * config.batch_size]
+        w_irm, w_probe = (w * ramp(step, total, objective.warmup_fraction) for w in max_weights)
+        loss, values = _batch_loss(phi_la, probe, train, enc, idx, n_env, objective, w_irm, w_probe,
+                                   max_weights[1] > 0, device, config.bf16)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        window.append(values)
+        for k, v in zip(("erm", "irm", "probe"), values):
+            sums[k] += v
+        if len(window) == log_every or i == steps_per_epoch - 1:
+            mean = [sum(col) / len(window) for col in zip(*window)]
+            result.trace.append(LAStepRecord(epoch, *mean, w_irm=w_irm, w_probe=w_probe))
+            bar.set_postfix(erm=f"{mean[0]:.3f}", irm=f"{mean[1]:.3f}", probe=f"{mean[2]:.3f}")
+            window = []
+    return sums, step
+
+
+def _validate(phi_la: Evaluator, val: list[LAInstance], val_candidates: list[list[str]], config: TrainConfig,
+              env_names: tuple[str, ...]) -> tuple[dict[str, float], float]:
+    """Per environment the mean validation log p(y | input_e) and accuracy, and their mean over the environments
+    (the model-selection score)."""
+    record, per_env = {}, []
+    for e, name in enumerate(env_names):
+        s = score_labels(phi_la, [x.inputs[e] for x in val], [x.label for x in val], val_candidates,
+                         ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size))
+        per_env.append(float(s.logp.mean()))
+        record[f"val_logp_{name}"] = per_env[-1]
+        record[f"val_accuracy_{name}"] = float(s.correct.mean())
+    return record, sum(per_env) / len(env_names)
+
+
 def train_leakage_aware(
     phi_la: Evaluator,
     probe: Evaluator | None,
@@ -106,7 +213,8 @@ def train_leakage_aware(
     if any(len(x.inputs) != n_env for x in train + val):
         raise ValueError(f"every instance needs one input per environment {env_names}")
     w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
-    if w_probe_max > 0 and probe is None:
+    with_probe = w_probe_max > 0
+    if with_probe and probe is None:
         raise ValueError("a probe weight above 0 needs the probe model")
     generator = seed_everything(config.seed)
     device = resolve_device(config.device)
@@ -115,12 +223,7 @@ def train_leakage_aware(
     if probe is not None:
         probe.to(device)
         freeze([probe.model])
-    tok, eos, pad = phi_la.tokenizer, phi_la.eos_id, phi_la.pad_id
-    max_in, max_out = phi_la.config.max_input_tokens, phi_la.config.max_target_tokens
-    env_ids = [tokenize(tok, [x.inputs[e] for x in train], max_in, eos)[0] for e in range(n_env)]
-    probe_ids = tokenize(tok, [x.probe_input for x in train], max_in, eos)[0] if w_probe_max > 0 else []
-    y_ids, _ = tokenize(tok, [x.label for x in train], max_out, eos)
-    cand_tokens = {c: tokenize(tok, [c], max_out, eos)[0][0] for x in train for c in x.candidates}
+    enc = _encode(phi_la, train, n_env, with_probe)
     n = len(train)
     steps_per_epoch = math.ceil(n / config.batch_size)
     total = steps_per_epoch * config.epochs
@@ -137,68 +240,12 @@ def train_leakage_aware(
         started = time.perf_counter()
         model.train()
         order = torch.randperm(n, generator=generator).tolist()
-        sums = {"erm": 0.0, "irm": 0.0, "probe": 0.0}
-        window: list[tuple[float, float, float]] = []
-        bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}",
-                           enabled=progress, unit="step")
-        for i in bar:
-            idx = order[i * config.batch_size: (i + 1) * config.batch_size]
-            w_irm = w_irm_max * ramp(step, total, objective.warmup_fraction)
-            w_probe = w_probe_max * ramp(step, total, objective.warmup_fraction)
-            lab, lab_mask = pad_batch([y_ids[j] for j in idx], pad)
-            labels = labels_for_loss(lab, lab_mask).to(device)
-            # One forward pass over the environments of every instance in the batch: rows env-major.
-            ids, mask = pad_batch([env_ids[e][j] for e in range(n_env) for j in idx], pad)
-            with autocast(device, config.bf16):
-                # decoder inputs without `labels`: the per-environment losses below are the only ones computed
-                decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels.repeat(n_env, 1))
-                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), decoder_input_ids=decoder_ids)
-                logits = out.logits.float().split(len(idx))
-                erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1),
-                                                         ignore_index=-100) for z in logits]
-                if objective.irm_on == "tokens":
-                    irm = [irm_penalty(z, labels) for z in logits]
-                else:
-                    scores, target = label_set_scores(model, out.encoder_last_hidden_state, mask.to(device),
-                                                      [train[j] for j in idx] * n_env, cand_tokens, pad)
-                    irm = [irm_penalty(s_e, t_e) for s_e, t_e in zip(scores.split(len(idx)), target.split(len(idx)))]
-                if w_probe_max > 0:
-                    p_ids, p_mask = pad_batch([probe_ids[j] for j in idx], pad)
-                    p_mask = p_mask.to(device)
-                    hidden = model.get_encoder()(input_ids=p_ids.to(device), attention_mask=p_mask).last_hidden_state
-                    probe_loss = decoder_loss_on(probe.model, hidden, p_mask, labels)
-                    probe_term = bounded_probe_loss(probe_loss, min(len(train[j].candidates) for j in idx),
-                                                    objective.probe_bound)
-                else:
-                    probe_loss = probe_term = torch.zeros((), device=device)
-                loss = la_objective(erm, irm, probe_term, w_irm, w_probe)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            # the probe loss is not computed when its weight is 0: logged as nan, not as a loss of 0
-            values = (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(),
-                      probe_loss.item() if w_probe_max > 0 else math.nan)
-            window.append(values)
-            for k, v in zip(("erm", "irm", "probe"), values):
-                sums[k] += v
-            if len(window) == log_every or i == steps_per_epoch - 1:
-                mean = [sum(col) / len(window) for col in zip(*window)]
-                result.trace.append(LAStepRecord(epoch, *mean, w_irm=w_irm, w_probe=w_probe))
-                bar.set_postfix(erm=f"{mean[0]:.3f}", irm=f"{mean[1]:.3f}", probe=f"{mean[2]:.3f}")
-                window = []
+        sums, step = _run_epoch(phi_la, probe, train, enc, order, epoch, step, total, optimizer, scheduler, result,
+                                config, objective, (w_irm_max, w_probe_max), n_env, device, progress, log_every, desc)
         record = {"epoch": epoch, **{k: v / steps_per_epoch for k, v in sums.items()}}
         if val:
-            per_env = []
-            for e in range(n_env):
-                s = score_labels(phi_la, [x.inputs[e] for x in val], [x.label for x in val], val_candidates,
-                                 ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size))
-                per_env.append(float(s.logp.mean()))
-                record[f"val_logp_{env_names[e]}"] = per_env[-1]
-                record[f"val_accuracy_{env_names[e]}"] = float(s.correct.mean())
-            score = sum(per_env) / n_env
+            validation, score = _validate(phi_la, val, val_candidates, config, env_names)
+            record |= validation
         else:
             score = float(epoch)
         record["seconds"] = time.perf_counter() - started
