@@ -1,34 +1,11 @@
 """Integrated Gradients over an evaluator's encoder input: which token of b does phi_base read the label from?
 
-LAREV (thesis section 4.5.2, "Leakage term detection via Integrated Gradients") runs IG on the baseline
-evaluator phi_base with the baseline input b and designates the most attributed token of b as the leakage
-term t_leak; the IRM environments (mask / antonym) and the leakage probe are built by editing that term.
-
-What is attributed. f(x) = log p(y | x), the teacher-forced sum of the label tokens' log-probabilities (the
-`sum` quantity of `larev.models.evaluator.candidate_logprobs` for the gold label), as a function of the encoder
-input embeddings x. The thesis phrases IG "with respect to the negative log-likelihood"; attributing the
-log-likelihood only flips every sign, so a positive score here is evidence *for* the label, and the leakage
-term is the token with the highest signed score (= the most negative NLL attribution). `by_abs=True` picks by
-magnitude instead, the thesis's "large attribution magnitudes" read literally.
-
-Why IntegratedGradients on an embeddings tensor rather than LayerIntegratedGradients on the embedding layer.
-In Hugging Face T5 (and BART) the encoder's `embed_tokens` *is* the shared embedding module the decoder also
-uses, so hooking it would interpolate the decoder's teacher-forced label embeddings along the path too and
-attribute part of the output to them. Here the encoder input embeddings are computed once, outside the model,
-and the encoder is run from `inputs_embeds`; the decoder still embeds the label ids itself, untouched.
-
-Embedding scale. T5 uses none. BART-style encoders scale by sqrt(d_model): in transformers 5 the scale lives in
-the embedding module (`BartScaledWordEmbedding.embed_scale`), so `get_input_embeddings()(ids)` already includes
-it; older layouts kept `embed_scale` on the encoder and applied it only when embedding ids itself, never to
-`inputs_embeds`. `encoder_input_embeddings` applies the encoder's scale only in that second case, so the
-embeddings are always exactly what the encoder would have computed from the ids (checked in the tests by
-comparing with `candidate_logprobs`).
-
-The IG reference replaces every content token by the pad token's embedding (or <mask>'s, or zeros) and keeps
-special tokens (</s>, <s>, ...) and padding as they are, so those positions get exactly zero attribution. <unk>
-counts as content there (it stands for a real out-of-vocabulary word) but is never chosen as a leakage term (the
-model cannot tell one unknown word from another). IG runs in eval mode (no dropout; the RORA reference code ran it
-in train mode) and without autocast, in the model's own dtype (float32 for evaluators built or loaded here).
+LAREV (thesis 4.5.2) runs IG on phi_base with the baseline input b and designates the most attributed token of b
+as the leakage term t_leak. Attributed: f(x) = log p(y | x), the teacher-forced sum of the label tokens'
+log-probabilities, as a function of the encoder input embeddings x (a positive score is evidence *for* the
+label). The reference keeps special tokens and padding, so they get zero attribution. Why embeddings rather
+than the embedding layer, the embedding scale, the reference and eval mode:
+docs/methods.md#integrated-gradients-on-the-evaluator.
 """
 
 from __future__ import annotations

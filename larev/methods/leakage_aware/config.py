@@ -17,7 +17,7 @@ THESIS_WEIGHTS = {"nli": (25.0, 0.005), "qa": (5.0, 0.0005)}
 
 
 # The embedded backbone is trained from scratch: with the thesis's IRM weights phi_LA collapses to a constant
-# prediction (IRM's trivial solution; measured on the demo data and on e-SNLI, see README), so its default IRM
+# prediction (IRM's trivial solution; measured on the demo data and on e-SNLI, docs/benchmarks.md), so its default IRM
 # weight is 1. The thesis's values stay one option away (lambda_irm=25) and in the 'thesis' ablation.
 EMBEDDED_WEIGHTS = {"nli": (1.0, 0.005), "qa": (1.0, 0.0005)}
 

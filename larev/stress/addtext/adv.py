@@ -1,40 +1,9 @@
 """AddText-Adv: a sentence that overlaps the example's input lexically but is about other things.
 
-The paper (Chen et al., "Can Rationalization Improve Robustness?", section 4.1, with the per-task recipes of
-section 5.3 and Table 1) builds the attack from the query in the manner of AddOneSent (Jia and Liang, 2017):
-FEVER claims get nouns and adjectives replaced by WordNet antonyms and named entities swapped for GloVe
-neighbours with the same part of speech ("Jennifer Lopez was married." -> "Jason Bourne was unmarried."); SQuAD
-questions get their entities and numbers changed and become a statement ("The Champ Bowl 40 took place in
-Chicago.").
-
-Adaptation to NLI / QA rationales (this module):
-
-  query     the NLI hypothesis, or the QA question.
-  swapped   the words of the query's noun phrases (after a determiner or number: the head noun and the
-            modifiers before it), bare sentence-initial nouns, mid-sentence capitalised names and numbers.
-            Verbs, prepositions and function words stay, which is where the lexical overlap comes from.
-  by        another word of the same kind drawn (seeded): a person noun for a person noun, an animal for an
-            animal, a colour for a colour (small word classes of this module, standing in for the paper's
-            "neighbours in vector space with the same part of speech"), any other head noun by a head noun of
-            the same number and any other modifier by a modifier from the data's own vocabulary, a name for a
-            name, a number for a number. The data's nouns and modifiers come from the same noun-phrase scan run
-            over every input text of the examples, so no tagger or download is needed. An article before a
-            swapped word is fixed ("a man" -> "an actor"); one query word always maps to one replacement.
-            A subject pronoun in a query without any noun phrase becomes "the <person>" ("They are outside."
-            -> "The sailors are outside.").
-  avoided   a replacement never occurs in the example's input (premise, hypothesis, question, choices) and
-            is never a banned word (words.BANNED).
-  dropped   negations and hedges are removed or made positive ("not" and "n't" go, "no" -> "some", "cannot"
-            -> "can"), and label words are removed.
-  not done  WordNet antonyms (the FEVER recipe) and, for QA, a fake answer (the SQuAD recipe): in NLI an
-            antonym is precisely the contradiction cue, and any stated answer, real choice or not, bears on
-            which choice is right. A QA attack stays a question, which asserts nothing.
-
-Why the label is preserved: after the swap the sentence is about entities that occur nowhere in the example's
-input, so it says nothing about the relation between this premise and this hypothesis, nor about which of
-this question's choices is right; and it carries none of the words that signal a label in rationales (label
-names, negations, hedges, the row's answer choices). It stays adversarial in the paper's sense: it shares the
-query's verbs, structure and function words.
+Built from the query (the NLI hypothesis or the QA question) in the manner of AddOneSent (Chen et al., section
+4.1): the words of its noun phrases, names and numbers are swapped for words of the same kind that occur nowhere
+in the example's input, negations, hedges and label words are dropped; verbs, prepositions and function words
+stay. The adaptation to NLI / QA and why the label is preserved: docs/methods.md#addtext-adv.
 """
 
 from __future__ import annotations
