@@ -10,9 +10,10 @@ import torch
 from larev.config import TrainConfig
 from larev.formats import baseline_input, rationale_input
 from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig
-from larev.methods.leakage_aware.objective import bounded_probe_loss, decoder_loss_on, freeze, la_objective, probe_from, ramp
-from larev.methods.leakage_aware.training import LAInstance, train_leakage_aware
-from larev.models.evaluator import labels_for_loss, pad_batch, tokenize
+from larev.methods.leakage_aware.objective import (bounded_probe_loss, freeze, la_objective, label_set_nll,
+                                                   probe_from, ramp)
+from larev.methods.leakage_aware.training import LAInstance, probe_label_set_nll, train_leakage_aware
+from larev.models.evaluator import pad_batch, tokenize
 from larev.models.train import train_evaluator
 from tests.helpers import tiny_evaluator
 
@@ -42,13 +43,48 @@ def test_objective_by_hand_and_probe_bound():
     irm = [torch.tensor(0.1), torch.tensor(0.2), torch.tensor(0.3)]
     # mean ERM 2.0 + 10 * 0.6 - 0.5 * 0.4 = 7.8
     assert la_objective(erm, irm, torch.tensor(0.4), 10.0, 0.5).item() == pytest.approx(7.8)
-    loss = torch.tensor(5.0, requires_grad=True)
-    clipped = bounded_probe_loss(loss, n_labels=3)
-    assert clipped.item() == pytest.approx(math.log(3))
-    clipped.backward()
-    assert loss.grad.item() == 0.0  # beyond chance level the subtracted term gives no more reward
-    assert bounded_probe_loss(torch.tensor(0.5), 3).item() == 0.5
-    assert bounded_probe_loss(torch.tensor(5.0), 3, bound=False).item() == 5.0
+    # label-set NLL by hand: softmax of log(0.5, 0.25, 0.25) is (0.5, 0.25, 0.25); a 2-label row padded with -inf
+    scores = torch.tensor([[math.log(0.5), math.log(0.25), math.log(0.25)], [0.0, 0.0, -math.inf]])
+    nll = label_set_nll(scores, torch.tensor([0, 1]))
+    assert nll.tolist() == pytest.approx([math.log(2), math.log(2)])
+    # per row min(NLL_i, log K_i), averaged: (min(5, log 3) + min(0.5, log 5)) / 2
+    rows = torch.tensor([5.0, 0.5], requires_grad=True)
+    bounded = bounded_probe_loss(rows, torch.tensor([3, 5]))
+    assert bounded.item() == pytest.approx((math.log(3) + 0.5) / 2)
+    bounded.backward()
+    assert rows.grad.tolist() == [0.0, 0.5]  # beyond chance level the subtracted term gives no more reward
+    assert bounded_probe_loss(torch.tensor([5.0]), 3, bound=False).item() == 5.0
+
+
+def test_probe_bound_removes_the_reward_for_a_probe_pushed_below_chance():
+    """A probe made confidently wrong (trained on shifted labels) has a label-set NLL above log K on every row; the
+    bounded term is then exactly log K and sends no gradient into phi_LA's encoder, while the unbounded one does."""
+    phi_la = tiny_evaluator(WORDS + LABELS, seed=1)
+    psi = probe_from(phi_la)  # same encoder as phi_LA now, so the probe reads what it was trained on
+    inputs = [baseline_input(f"a man <mask> a dog {w}") for w in ("sleeps", "runs", "fruit")]
+    wrong = {y: LABELS[(i + 1) % 3] for i, y in enumerate(LABELS)}
+    train_evaluator(psi, inputs * 8, [wrong[y] for y in LABELS] * 8, [], [], [],
+                    TrainConfig(epochs=30, batch_size=8, learning_rate=1e-2), progress=False,
+                    keep_eval=[psi.model.get_encoder()])
+    freeze([psi.model])
+    rows = [LAInstance(inputs=(x,), probe_input=x, label=y, candidates=tuple(LABELS)) for x, y in zip(inputs, LABELS)]
+    ids, mask = pad_batch(tokenize(phi_la.tokenizer, inputs, 32, phi_la.eos_id)[0], phi_la.pad_id)
+    cand = {c: tokenize(phi_la.tokenizer, [c], 8, phi_la.eos_id)[0][0] for c in LABELS}
+
+    def encoder_grad(bound: bool) -> float:
+        phi_la.model.zero_grad(set_to_none=True)
+        hidden = phi_la.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        nll = probe_label_set_nll(psi.model, hidden, mask, rows, cand, phi_la.pad_id)
+        term = bounded_probe_loss(nll, 3, bound=bound)
+        (-term).backward()
+        return nll, term, sum(p.grad.abs().sum().item() for n, p in phi_la.model.named_parameters()
+                              if n.startswith("encoder.") and p.grad is not None)
+
+    nll, term, grad = encoder_grad(bound=True)
+    assert nll.min().item() > math.log(3)  # below chance on every row: the precondition of the claim
+    assert term.item() == pytest.approx(math.log(3)) and grad == 0.0
+    _, unbounded, grad = encoder_grad(bound=False)
+    assert unbounded.item() > math.log(3) and grad > 0
 
 
 def test_probe_gradient_reaches_phi_la_encoder_only():
@@ -58,10 +94,11 @@ def test_probe_gradient_reaches_phi_la_encoder_only():
     phi_la = tiny_evaluator(WORDS + LABELS, seed=1)
     rows, _ = tokenize(phi_la.tokenizer, [baseline_input("a man <mask> a dog sleeps")] * 2, 32, phi_la.eos_id)
     ids, mask = pad_batch(rows, phi_la.pad_id)
-    lab, lab_mask = pad_batch(tokenize(phi_la.tokenizer, ["neutral", "entailment"], 8, phi_la.eos_id)[0],
-                              phi_la.pad_id)
     hidden = phi_la.model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-    (-0.5 * decoder_loss_on(psi.model, hidden, mask, labels_for_loss(lab, lab_mask))).backward()
+    rows = [LAInstance(inputs=("",), probe_input="", label=y, candidates=tuple(LABELS))
+            for y in ("neutral", "entailment")]
+    cand = {c: tokenize(phi_la.tokenizer, [c], 8, phi_la.eos_id)[0][0] for c in LABELS}
+    (-0.5 * probe_label_set_nll(psi.model, hidden, mask, rows, cand, phi_la.pad_id).mean()).backward()
     encoder_grads = [p.grad for n, p in phi_la.model.named_parameters() if n.startswith("encoder.")]
     assert encoder_grads and all(g is not None and g.abs().sum() > 0 for g in encoder_grads)
     decoder_grads = [p.grad for n, p in phi_la.model.named_parameters() if n.startswith("decoder.")]
@@ -95,7 +132,9 @@ def test_phi_la_training_smoke():
     result = train_leakage_aware(phi_la, psi, data[:15], data[15:], [LABELS] * 3,
                                  TrainConfig(epochs=2, batch_size=4, learning_rate=3e-3), LeakageAwareConfig(),
                                  "nli", progress=False, log_every=2)
-    assert len(result.history) == 2 and result.best_epoch in (1, 2)
+    assert len(result.history) == 2
+    mean_val = [sum(h[f"val_logp_{e}"] for e in ("E1", "E2", "E3")) / 3 for h in result.history]
+    assert result.best_epoch == 1 + mean_val.index(max(mean_val))  # selection by mean validation log p over envs
     assert {"erm", "irm", "probe", "val_logp_E1", "val_logp_E2", "val_logp_E3"} <= set(result.history[0])
     assert result.trace[0].w_irm < result.trace[-1].w_irm == 1.0  # warm-up reached the embedded default
     assert all(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())

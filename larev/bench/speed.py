@@ -151,7 +151,7 @@ def verdicts(figures: dict) -> dict:
 
 PROFILED = {  # cProfile entries -> the phase they stand for
     "label_set_scores": "IRM on label-set scores (candidate decoding)",
-    "decoder_loss_on": "probe term",
+    "probe_label_set_nll": "probe term",
     "backward": "backward pass",
     "step": "optimizer step (AdamW)",
     "score_labels": "validation scoring",

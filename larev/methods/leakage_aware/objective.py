@@ -3,15 +3,18 @@
 L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K)
     ERM       mean over the environments of the token cross-entropy of y given [r, b_e]  (eq. 4.7's first term)
     IRMv1_e   per-environment penalty (eq. 4.6, larev/models/irm.py)
-    L_probe   the frozen probe's cross-entropy of y decoded from phi_LA's own encoding of b~; bounded at chance
-              level: unbounded, phi_LA could lower its loss forever by making the probe confidently wrong.
+    L_probe   the frozen probe's negative log-likelihood of y over the label set (log-softmax of the label-set
+              scores s_k = log p(label k | .), decoded from phi_LA's own encoding of b~), per row bounded at chance
+              level log K and averaged: unbounded, phi_LA could lower its loss forever by making the probe
+              confidently wrong. The bound is in label-set units on purpose: the token cross-entropy over the
+              whole vocabulary (end token included) sits near log(K)/2 at chance for one-token labels, so a
+              clip at log K there would still reward a probe pushed below chance.
 Both weights ramp up linearly over the first `warmup_fraction` of the steps (thesis 5.3.3).
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterable
 
 import torch
@@ -25,9 +28,22 @@ def ramp(step: int, total: int, fraction: float) -> float:
     return 1.0 if ramp_steps <= 0 else min(1.0, step / ramp_steps)
 
 
-def bounded_probe_loss(probe_loss: torch.Tensor, n_labels: int, bound: bool = True) -> torch.Tensor:
-    """The probe loss to subtract: clipped at chance level log K when `bound` (see the module docstring)."""
-    return torch.clamp(probe_loss, max=math.log(n_labels)) if bound else probe_loss
+def label_set_nll(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per row -log softmax(scores)[target]: the NLL of the label over the row's label set.
+
+    scores: (B, K_max) label-set scores s_k, -inf where a row has fewer than K_max labels; target: (B,) indices.
+    """
+    return -torch.log_softmax(scores, dim=-1).gather(1, target.unsqueeze(1)).squeeze(1)
+
+
+def bounded_probe_loss(probe_nll: torch.Tensor, n_labels: int | torch.Tensor, bound: bool = True) -> torch.Tensor:
+    """The probe loss to subtract: the mean over rows of min(NLL_i, log K_i) when `bound` (chance level of row i
+    with K_i labels; see the module docstring), else the mean NLL. probe_nll: (B,) or a scalar; n_labels: an int
+    or (B,)."""
+    if not bound:
+        return probe_nll.mean()
+    chance = torch.log(torch.as_tensor(n_labels, dtype=probe_nll.dtype, device=probe_nll.device))
+    return torch.minimum(probe_nll, chance).mean()
 
 
 def la_objective(erm_losses: list[torch.Tensor], irm_penalties: list[torch.Tensor], probe_loss: torch.Tensor,
@@ -51,9 +67,3 @@ def probe_from(phi: Evaluator) -> Evaluator:
     freeze([psi.model.get_encoder()])
     psi.meta = {"role": "probe"}
     return psi
-
-
-def decoder_loss_on(model: torch.nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
-                    labels: torch.Tensor) -> torch.Tensor:
-    """Token cross-entropy of `labels` decoded by `model` from given encoder states (the probe on phi_LA's h)."""
-    return model(encoder_outputs=(hidden,), attention_mask=attention_mask, labels=labels).loss

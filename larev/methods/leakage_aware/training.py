@@ -18,7 +18,7 @@ from larev.config import ScoreConfig, TrainConfig
 from larev.device import autocast, resolve_device, seed_everything
 from larev.methods.leakage_aware.config import LeakageAwareConfig
 from larev.methods.leakage_aware.environments import ENVIRONMENT_NAMES
-from larev.methods.leakage_aware.objective import bounded_probe_loss, decoder_loss_on, freeze, la_objective, ramp
+from larev.methods.leakage_aware.objective import bounded_probe_loss, freeze, la_objective, label_set_nll, ramp
 from larev.models.checkpoint import Checkpointer
 from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
                                     tokenize)
@@ -78,6 +78,14 @@ class LAResult:
         return {"history": self.history, "trace": [asdict(t) for t in self.trace], "best_epoch": self.best_epoch}
 
 
+def probe_label_set_nll(probe_model: torch.nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
+                        rows: list[LAInstance], cand_tokens: dict[str, list[int]], pad_id: int) -> torch.Tensor:
+    """(B,) the probe's NLL of each row's label over its label set, decoded from the encoder states `hidden`
+    (phi_LA's encoding of the masked baseline): eq. 4.10's L_probe in label-set units."""
+    scores, target = label_set_scores(probe_model, hidden, attention_mask, rows, cand_tokens, pad_id)
+    return label_set_nll(scores, target)
+
+
 @dataclass
 class _Encoded:
     """The training instances tokenized once: per environment, per instance the input ids; the probe inputs (when
@@ -126,8 +134,10 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
             p_ids, p_mask = pad_batch([enc.probe_ids[j] for j in idx], pad)
             p_mask = p_mask.to(device)
             hidden = model.get_encoder()(input_ids=p_ids.to(device), attention_mask=p_mask).last_hidden_state
-            probe_loss = decoder_loss_on(probe.model, hidden, p_mask, labels)
-            probe_term = bounded_probe_loss(probe_loss, min(len(train[j].candidates) for j in idx),
+            rows = [train[j] for j in idx]
+            nll = probe_label_set_nll(probe.model, hidden, p_mask, rows, enc.candidate_ids, pad)
+            probe_loss = nll.mean()
+            probe_term = bounded_probe_loss(nll, torch.tensor([len(x.candidates) for x in rows], device=device),
                                             objective.probe_bound)
         else:
             probe_loss = probe_term = torch.zeros((), device=device)
