@@ -105,7 +105,8 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
 
 def la_instances(df: pl.DataFrame, env_names: list[str]) -> list[LAInstance]:
     """phi_LA's training instances: [r, b_e] for every environment e, the probe's input (the masked b)."""
-    return [LAInstance(inputs=tuple(rationale_input(row["rationale"], row[e]) for e in env_names),
+    return [LAInstance(inputs=tuple(None if row[e] is None else rationale_input(row["rationale"], row[e])
+                                    for e in env_names),
                        probe_input=baseline_input(row[MASKED]), label=row["label"],
                        candidates=tuple(label_set(row["task"], row["choices"])))
             for row in df.iter_rows(named=True)]

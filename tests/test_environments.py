@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import threading
@@ -9,9 +10,11 @@ import time
 
 import polars as pl
 import pytest
+import torch
 
-from larev.methods.leakage_aware.antonyms import MASK_FALLBACK, AntonymConfig
-from larev.methods.leakage_aware.environments import ENVIRONMENT_SCHEMA, build_environments, masked_baseline
+from larev.methods.leakage_aware.antonyms import AntonymConfig
+from larev.methods.leakage_aware.environments import (ABSENT, ENVIRONMENT_SCHEMA, build_environments, coverage,
+                                                     masked_baseline)
 from larev.errors import InputError
 from larev.llm import GenerationError
 
@@ -76,8 +79,11 @@ def test_antonyms_change_only_the_span_and_record_their_backend():
     qa = e3["qa-1"]
     assert qa["backend"] == "distractor"
     assert re.fullmatch(re.escape(QA_B[:-len("bedroom.")]) + r"(attic|kitchen|garage|office)\.", qa["baseline"])
-    assert e3["mask-1"]["backend"] == MASK_FALLBACK  # nothing can reverse 'snow' offline without WordNet
-    assert e3["mask-1"]["baseline"] == "A dog runs through the <mask> implies an animal moves."
+    # nothing can reverse 'snow' offline without WordNet: the row has no E3, not a copy of its E2
+    assert e3["mask-1"]["backend"] == ABSENT and e3["mask-1"]["baseline"] is None
+    e2_text = {r["id"]: r["baseline"] for r in env.filter(pl.col("env") == "E2").iter_rows(named=True)}
+    assert all(e3[i]["baseline"] != e2_text[i] for i in e3 if e3[i]["backend"] != "none")  # E3 is never E2
+    assert coverage(env) == {"E2": 1.0, "E3": 0.75}  # 3 of the 4 rows with a leakage term have an antonym
     for row in ROWS:
         if row["term"] is not None and e3[row["id"]]["backend"] == "lexicon":
             text = e3[row["id"]]["baseline"]
@@ -86,6 +92,36 @@ def test_antonyms_change_only_the_span_and_record_their_backend():
     assert env.filter(pl.col("env") == "E1")["backend"].unique().to_list() == ["original"]
     e2 = env.filter(pl.col("env") == "E2")
     assert e2["backend"].to_list() == ["none" if r["term"] is None else "mask" for r in ROWS]
+
+
+def test_phi_la_trains_on_rows_that_lack_an_environment():
+    """IRM over the environments each row has: rows without E3 add no E3 term, and validation of E3 reads only the
+    rows that have it; the parameters move and every environment is validated."""
+    from larev.config import TrainConfig
+    from larev.formats import rationale_input
+    from larev.methods.leakage_aware.config import LeakageAwareConfig
+    from larev.methods.leakage_aware.training import LAInstance, train_leakage_aware
+    from tests.helpers import tiny_evaluator
+
+    labels = ["entailment", "contradiction", "neutral"]
+    data = [LAInstance(inputs=(rationale_input("a fruit", f"a man {w} a dog"),
+                               rationale_input("a fruit", "a man <mask> a dog"),
+                               None if i % 3 == 0 else rationale_input("a fruit", f"a man not {w} a dog")),
+                       probe_input="", label=y, candidates=tuple(labels))
+            for i, (w, y) in enumerate(zip(["implies", "contradicts", "unrelated"] * 5, labels * 5))]
+    phi_la = tiny_evaluator(["a fruit man dog implies contradicts unrelated not <mask>"] + labels, seed=3)
+    before = {n: p.clone() for n, p in phi_la.model.named_parameters()}
+    for irm_on in ("tokens", "label_set"):
+        result = train_leakage_aware(phi_la, None, data[:12], data[12:], [labels] * 3,
+                                     TrainConfig(epochs=1, batch_size=4), LeakageAwareConfig(lambda_probe=0.0,
+                                                                                             irm_on=irm_on),
+                                     "nli", progress=False, log_every=1)
+        assert {"val_logp_E1", "val_logp_E2", "val_logp_E3"} <= set(result.history[0])
+        assert all(math.isfinite(t.erm) and t.irm >= 0 for t in result.trace)
+    assert any(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
+    with pytest.raises(ValueError, match="never the first"):
+        train_leakage_aware(phi_la, None, [LAInstance((None, "x", "y"), "", "neutral", tuple(labels))], [], [],
+                            TrainConfig(epochs=1), LeakageAwareConfig(lambda_probe=0.0), "nli", progress=False)
 
 
 def test_rows_without_a_leakage_term():

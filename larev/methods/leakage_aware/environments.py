@@ -6,13 +6,16 @@ larev/leakage/attribution.py), each entry of `ENVIRONMENTS` is a name and a buil
   E1  b itself                                        backend 'original'
   E2  b with t_leak replaced by the mask token        backend 'mask'
   E3  b with t_leak replaced by an antonym            backend of the antonym (see antonyms/):
-                                                      'lexicon', 'distractor', 'wordnet', 'llm:<model>',
-                                                      or 'fallback:mask' when no backend had one
+                                                      'lexicon', 'distractor', 'wordnet', 'llm:<model>';
+                                                      when no backend had one the row has no E3 (text null,
+                                                      backend 'absent'), never a copy of E2
 
 A builder takes every row's request (None for a row without a leakage term) and baseline, and returns one
 (text, backend) per row; a row without a leakage term gets b with backend 'none' in every environment but the
-original. A new environment is one more builder and one more entry: training, the probe and the report read the
-environment names from the table this module writes. Output is deterministic and in input order; only the LLM
+original. A builder may return None as a row's text: the row then lacks that environment, and phi_LA's IRM runs
+over the environments it has (`coverage` reports the share of rows with a leakage term that have each one). A new
+environment is one more builder and one more entry: training, the probe and the report read the environment names
+from the table this module writes. Output is deterministic and in input order; only the LLM
 backend runs concurrently.
 """
 
@@ -26,16 +29,19 @@ from typing import Any
 
 import polars as pl
 
-from larev.methods.leakage_aware.antonyms import AntonymConfig, AntonymRequest, build_chain, masked_baseline
+from larev.methods.leakage_aware.antonyms import (MASK_FALLBACK, AntonymConfig, AntonymRequest, build_chain,
+                                                  masked_baseline)
 from larev.errors import InputError
 from larev.llm import TextGenerator
 
-__all__ = ["ANTONYM", "ENVIRONMENTS", "ENVIRONMENT_NAMES", "ENVIRONMENT_SCHEMA", "MASKED", "ORIGINAL", "build_environments",
-           "environment_names", "masked_baseline"]
+__all__ = ["ABSENT", "ANTONYM", "ENVIRONMENTS", "ENVIRONMENT_NAMES", "ENVIRONMENT_SCHEMA", "MASKED", "ORIGINAL",
+           "build_environments", "coverage", "environment_names", "masked_baseline"]
 
 log = logging.getLogger(__name__)
 
 ORIGINAL, MASKED, ANTONYM = "E1", "E2", "E3"
+ABSENT = "absent"  # the backend of a row that lacks an environment (its text is null)
+MIN_COVERAGE = 0.9  # below this share of rows with a leakage term, the run warns that an environment is thin
 ENVIRONMENT_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.String(), "env": pl.String(), "baseline": pl.String(), "term": pl.String(), "backend": pl.String()}
 _REQUIRED = ("id", "baseline", "term", "start", "end")
@@ -81,7 +87,7 @@ class BuildContext:
     progress: bool = False
 
 
-Built = list[tuple[str, str]]  # one (text, backend) per row
+Built = list[tuple[str | None, str]]  # one (text, backend) per row; text None: the row lacks this environment
 
 
 def _original(requests: list[AntonymRequest | None], baselines: list[str], ctx: BuildContext) -> Built:
@@ -106,7 +112,8 @@ def _antonym(requests: list[AntonymRequest | None], baselines: list[str], ctx: B
             out.append((b, "none"))
         else:
             done = next(rewritten)
-            out.append((done.text, done.backend))
+            # no antonym: the row has no E3 (a copy of E2 would give IRM two identical environments)
+            out.append((None, ABSENT) if done.backend == MASK_FALLBACK else (done.text, done.backend))
     return out
 
 
@@ -149,4 +156,20 @@ def build_environments(rows: pl.DataFrame, mask_token: str, config: AntonymConfi
         counts = Counter(backend for _, backend in built[name])
         log.info("environment %s of %d rows by backend: %s", name, len(requests),
                  ", ".join(f"{k}={v}" for k, v in counts.most_common() if v))
-    return pl.DataFrame(records, schema=ENVIRONMENT_SCHEMA) if records else pl.DataFrame(schema=ENVIRONMENT_SCHEMA)
+    table = pl.DataFrame(records, schema=ENVIRONMENT_SCHEMA) if records else pl.DataFrame(schema=ENVIRONMENT_SCHEMA)
+    for name, share in coverage(table).items():
+        if share < MIN_COVERAGE:
+            log.warning("environment %s exists for only %.0f%% of the rows with a leakage term (under %.0f%%): "
+                        "phi_LA's IRM sees it on those rows only", name, 100 * share, 100 * MIN_COVERAGE)
+    return table
+
+
+def coverage(environments: pl.DataFrame) -> dict[str, float]:
+    """Per environment other than the original: the share of rows with a leakage term that have it (non-null
+    text); 1.0 when no row has a term."""
+    with_term = environments.filter(pl.col("term").is_not_null() & (pl.col("env") != ORIGINAL))
+    out = {}
+    for name in environment_names(environments)[1:]:
+        rows = with_term.filter(pl.col("env") == name)
+        out[name] = 1.0 if rows.is_empty() else float(rows["baseline"].is_not_null().mean())
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from larev.methods.leakage_aware.environments import ORIGINAL
+from larev.methods.leakage_aware.environments import MIN_COVERAGE, ORIGINAL, coverage
 from larev.reports import markdown_table
 
 
@@ -24,8 +24,13 @@ def larev_diagnostics(tokens: pl.DataFrame | None, terms: pl.DataFrame | None, e
     if environments is not None and environments.height:
         built = (environments.filter(pl.col("env") != ORIGINAL).group_by("env", "backend", maintain_order=True)
                  .agg(n=pl.len()).sort(["env", "n", "backend"], descending=[False, True, False]))
-        parts += ["Who built each environment (per environment and backend; `fallback:mask` = no antonym found, "
-                  "the antonym environment is then the masked one):", "", markdown_table(built), ""]
+        parts += ["Who built each environment (per environment and backend; `absent` = no rewrite found: the row "
+                  "has no such environment, and IRM runs over the ones it has):", "", markdown_table(built), ""]
+        shares = coverage(environments)
+        parts += ["Coverage (share of rows with a leakage term that have the environment): "
+                  + ", ".join(f"{name} {share:.1%}" for name, share in shares.items())
+                  + (f" (under {MIN_COVERAGE:.0%}: thin)" if any(v < MIN_COVERAGE for v in shares.values()) else "")
+                  + ".", ""]
     for name, meta in la_meta.items():
         history = meta.get("training", {}).get("history", [])
         weights = meta.get("objective", {}).get("effective_weights", {})

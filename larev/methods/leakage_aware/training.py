@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 class LAInstance:
     """One training instance: the rationale, its three baseline environments, the masked baseline and label."""
 
-    inputs: tuple[str, ...]  # one formatted evaluator input per environment: [r, b_E1], [r, b_E2], [r, b_E3]
+    inputs: tuple[str | None, ...]  # one evaluator input per environment ([r, b_E1], ...); None: the row lacks it
     probe_input: str  # baseline_input(b~); unused when the probe weight is 0
     label: str
     candidates: tuple[str, ...]  # the label set (contains label)
@@ -88,20 +88,27 @@ def probe_label_set_nll(probe_model: torch.nn.Module, hidden: torch.Tensor, atte
 
 @dataclass
 class _Encoded:
-    """The training instances tokenized once: per environment, per instance the input ids; the probe inputs (when
-    the probe weight is above 0), the label ids, and the token ids of every candidate label."""
+    """The training instances tokenized once: per environment, per instance the input ids (None where the
+    instance lacks the environment); the probe inputs (when the probe weight is above 0), the label ids, and the
+    token ids of every candidate label."""
 
-    env_ids: list[list[list[int]]]
+    env_ids: list[list[list[int] | None]]
     probe_ids: list[list[int]]
     label_ids: list[list[int]]
     candidate_ids: dict[str, list[int]]
+
+
+def _tokenize_present(tok, texts: list[str | None], max_len: int, eos: int) -> list[list[int] | None]:
+    present = [t for t in texts if t is not None]
+    ids = iter(tokenize(tok, present, max_len, eos)[0] if present else [])
+    return [None if t is None else next(ids) for t in texts]
 
 
 def _encode(phi_la: Evaluator, train: list[LAInstance], n_env: int, with_probe: bool) -> _Encoded:
     tok, eos = phi_la.tokenizer, phi_la.eos_id
     max_in, max_out = phi_la.config.max_input_tokens, phi_la.config.max_target_tokens
     return _Encoded(
-        env_ids=[tokenize(tok, [x.inputs[e] for x in train], max_in, eos)[0] for e in range(n_env)],
+        env_ids=[_tokenize_present(tok, [x.inputs[e] for x in train], max_in, eos) for e in range(n_env)],
         probe_ids=tokenize(tok, [x.probe_input for x in train], max_in, eos)[0] if with_probe else [],
         label_ids=tokenize(tok, [x.label for x in train], max_out, eos)[0],
         candidate_ids={c: tokenize(tok, [c], max_out, eos)[0][0] for x in train for c in x.candidates})
@@ -115,21 +122,29 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
     model, pad = phi_la.model, phi_la.pad_id
     lab, lab_mask = pad_batch([enc.label_ids[j] for j in idx], pad)
     labels = labels_for_loss(lab, lab_mask).to(device)
-    # One forward pass over the environments of every instance in the batch: rows env-major.
-    ids, mask = pad_batch([enc.env_ids[e][j] for e in range(n_env) for j in idx], pad)
+    # One forward pass over every (environment, instance) pair the batch has: rows env-major. An instance that
+    # lacks an environment adds no row to it, so each environment's ERM and IRM terms cover the rows it has.
+    pairs = [(e, k) for e in range(n_env) for k, j in enumerate(idx) if enc.env_ids[e][j] is not None]
+    ids, mask = pad_batch([enc.env_ids[e][idx[k]] for e, k in pairs], pad)
+    row_of = torch.tensor([k for _, k in pairs], device=device)
+    groups = [[i for i, (e2, _) in enumerate(pairs) if e2 == e] for e in range(n_env)]
+    groups = [g for g in groups if g]
     with autocast(device, bf16):
+        pair_labels = labels[row_of]
         # decoder inputs without `labels`: the per-environment losses below are the only ones computed
-        decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels.repeat(n_env, 1))
+        decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=pair_labels)
         out = model(input_ids=ids.to(device), attention_mask=mask.to(device), decoder_input_ids=decoder_ids)
-        logits = out.logits.float().split(len(idx))
-        erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), labels.reshape(-1), ignore_index=-100)
-               for z in logits]
+        logits = out.logits.float()
+        env_logits = [logits[g] for g in groups]
+        env_labels = [pair_labels[g] for g in groups]
+        erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), ignore_index=-100)
+               for z, y in zip(env_logits, env_labels)]
         if objective.irm_on == "tokens":
-            irm = [irm_penalty(z, labels) for z in logits]
+            irm = [irm_penalty(z, y) for z, y in zip(env_logits, env_labels)]
         else:
             scores, target = label_set_scores(model, out.encoder_last_hidden_state, mask.to(device),
-                                              [train[j] for j in idx] * n_env, enc.candidate_ids, pad)
-            irm = [irm_penalty(s_e, t_e) for s_e, t_e in zip(scores.split(len(idx)), target.split(len(idx)))]
+                                              [train[idx[k]] for _, k in pairs], enc.candidate_ids, pad)
+            irm = [irm_penalty(scores[g], target[g]) for g in groups]
         if with_probe:
             p_ids, p_mask = pad_batch([enc.probe_ids[j] for j in idx], pad)
             p_mask = p_mask.to(device)
@@ -187,12 +202,16 @@ def _validate(phi_la: Evaluator, val: list[LAInstance], val_candidates: list[lis
     (the model-selection score)."""
     record, per_env = {}, []
     for e, name in enumerate(env_names):
-        s = score_labels(phi_la, [x.inputs[e] for x in val], [x.label for x in val], val_candidates,
+        rows = [i for i, x in enumerate(val) if x.inputs[e] is not None]
+        if not rows:
+            continue
+        s = score_labels(phi_la, [val[i].inputs[e] for i in rows], [val[i].label for i in rows],
+                         [val_candidates[i] for i in rows],
                          ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size))
         per_env.append(float(s.logp.mean()))
         record[f"val_logp_{name}"] = per_env[-1]
         record[f"val_accuracy_{name}"] = float(s.correct.mean())
-    return record, sum(per_env) / len(env_names)
+    return record, sum(per_env) / len(per_env)
 
 
 def train_leakage_aware(
@@ -220,8 +239,9 @@ def train_leakage_aware(
     if not train:
         raise ValueError("no training instances")
     n_env = len(env_names)
-    if any(len(x.inputs) != n_env for x in train + val):
-        raise ValueError(f"every instance needs one input per environment {env_names}")
+    if any(len(x.inputs) != n_env or x.inputs[0] is None for x in train + val):
+        raise ValueError(f"every instance needs one input per environment {env_names} (None where it lacks one; "
+                         "never the first)")
     w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
     with_probe = w_probe_max > 0
     if with_probe and probe is None:

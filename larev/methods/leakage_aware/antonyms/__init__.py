@@ -14,9 +14,10 @@ Every backend takes an `AntonymRequest` (b, the term's char span and the row's t
   WordNetAntonyms   WordNet 3.0 antonym pointers read from the database files                        'wordnet'
   GeminiAntonyms    the appendix C.2 prompt to a TextGenerator, replies validated                    'llm:<model>'
 
-`AntonymChain` tries its backends in order and falls back to the masked text (E2) with backend
-'fallback:mask', so every row records where its E3 came from. Every accepted rewrite differs from b only
-inside the term's span (the chain checks this for every backend). `AntonymConfig.backend` picks the chain:
+`AntonymChain` tries its backends in order and falls back to the masked text with backend 'fallback:mask'
+(environments.py then gives the row no E3 rather than a copy of E2), so every row records where its E3 came
+from. Every accepted rewrite differs from b only inside the term's span (the chain checks this for every
+backend). `AntonymConfig.backend` picks the chain:
 offline = lexicon -> distractor -> wordnet -> mask; llm = llm -> lexicon -> distractor -> wordnet -> mask.
 """
 

@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 
 class AntonymChain:
-    """Tries its backends in order; when none has a rewrite, E3 is the masked text (backend 'fallback:mask').
+    """Tries its backends in order; when none has a rewrite, the masked text with backend 'fallback:mask' (the
+    environments builder then leaves the row without E3).
 
     Every backend's output is checked to differ from b and only inside the term's span; one that does not is
     logged and skipped.
