@@ -78,15 +78,17 @@ def pipeline_assignments(items: list[Assignment]) -> list[Assignment]:
     return items
 
 
-STRESS_COMMON = [
+# `score`, `ftc` and `addtext`: a finished run's evaluators on a rationale file (same field names in ScoreParams
+# and StressParams; each model's own descriptions and defaults show in --help)
+WITH_RUN = [
     Option("--run", "run"),
     Option("--rationales", "rationales"),
-    Option("--sources", "sources"),
     Option("--name", "name"),
     Option("--column-map", "column_map"),
     Option("--device", "device"),
     Option("--no-progress", "progress", const=False, help="no progress bars"),
 ]
+STRESS_COMMON = [*WITH_RUN, Option("--sources", "sources")]
 
 
 @cache
@@ -102,9 +104,7 @@ def commands() -> dict[str, Command]:
         "run": pipeline,
         "bench quality": pipeline,
         "score": Command(ScoreParams, [
-            Option("--run", "run"), Option("--rationales", "rationales"), Option("--name", "name"),
-            Option("--column-map", "column_map"), Option("--device", "device"),
-            Option("--no-progress", "progress", const=False, help="no progress bars"),
+            *WITH_RUN,
             Option("--refresh", "refresh", const=True),
             Option("--ftc", "ftc", const={}, help="also compute FTC of every source's explanations (NLI; the "
                                                   "defaults of `larev ftc`)"),
