@@ -91,7 +91,6 @@ class FieldAt:
     """The field at a dotted path: its annotation, description and effective default (a nested model's default
     instance counts, so `larev.la_train.epochs` shows LAREV's 2, not TrainConfig's 3)."""
 
-    path: str
     annotation: Any
     description: str | None
     default: Any  # PydanticUndefined when required
@@ -117,7 +116,7 @@ def field_at(model: type[BaseModel], path: str, *, origin: str = "") -> FieldAt:
             value = info.get_default(call_default_factory=True)
         parent = value
         cls = _model_class(info.annotation)
-    return FieldAt(path, info.annotation, info.description, parent)
+    return FieldAt(info.annotation, info.description, parent)
 
 
 def _shown(value: Any) -> str:
@@ -216,13 +215,13 @@ def read_params_file(path: str) -> dict:
     return value
 
 
-def _leaves(model: type[BaseModel] | None, tree: dict, prefix: str, origin: str) -> Iterable[Assignment]:
+def _leaves(model: type[BaseModel], tree: dict, prefix: str, origin: str) -> Iterable[Assignment]:
     """A nested parameter mapping as (path, value) assignments, one per field that is not a section (a mapping
     given for a section becomes assignments to its fields, so the section's other defaults stay)."""
     for name, value in tree.items():
         path = f"{prefix}{name}"
-        spec = field_at(model, path, origin=origin) if model is not None else None
-        if isinstance(value, dict) and spec is not None and _model_class(spec.annotation) is not None:
+        spec = field_at(model, path, origin=origin)
+        if isinstance(value, dict) and _model_class(spec.annotation) is not None:
             if not value:
                 yield Assignment(path, {}, origin)
             yield from _leaves(model, value, f"{path}.", origin)
