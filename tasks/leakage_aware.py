@@ -7,9 +7,12 @@ import polars as pl
 
 import larev.formats as formats
 import larev.leakage.attribution as attribution
+import larev.leakage.probe as leakage_probe
+import larev.leakage.spans as leakage_spans_shared
 import larev.llm as llm
 import larev.methods.leakage_aware.antonyms as antonyms
 import larev.methods.leakage_aware.environments as environments
+import larev.methods.leakage_aware.leakage_spans as leakage_spans
 import larev.methods.leakage_aware.objective as objective
 import larev.methods.leakage_aware.training as la_training
 import larev.models.evaluator as evaluator_mod
@@ -34,28 +37,34 @@ from tasks.training import (load_tokenizer, put_evaluator, split_train_validatio
                             training_frame)
 
 
-@larev_task("leakage-terms", code=(attribution, formats, evaluator_mod), gpu=True)
+@larev_task("leakage-terms", code=(attribution, leakage_spans, leakage_probe, leakage_spans_shared, formats,
+                                   evaluator_mod), gpu=True)
 def find_leakage_terms(store: ArtifactStore, phi_base: ArtifactRef, examples: ArtifactRef, baselines: ArtifactRef,
                        config: AttributionConfig, device: str = "auto",
                        progress: bool = True) -> dict[str, ArtifactRef]:
-    """Integrated Gradients of phi_base's label log-likelihood over b (train and validation rows): the leakage
-    term of every baseline, and the global per-token mean attribution table."""
-    from larev.leakage.attribution import leakage_terms
+    """Integrated Gradients of phi_base's label log-likelihood over b (train and validation rows), then the span
+    rule: every baseline's leakage spans (`terms`), the global word attribution table of the training rows
+    (`tokens`) and a one-row `leakage_spans` summary (residual accuracy of a fresh probe before and after masking, the
+    probe on x, chance, span recall, the growth steps)."""
+    import json
+
+    from larev.methods.leakage_aware.leakage_spans import find_baseline_spans
     from larev.models.evaluator import load_evaluator
 
-    df = training_frame(store, examples, baselines)
+    tr, val = split_train_validation(training_frame(store, examples, baselines))
     phi_b = load_evaluator(store.get_dir(phi_base.key), device=device)
-    rows, table = leakage_terms(phi_b, df["baseline"].to_list(), df["label"].to_list(), config, progress=progress)
-    rows = rows.drop("row").insert_column(0, df["id"])
+    rows, table, summary = find_baseline_spans(phi_b, pl.concat([tr, val]), tr.height, config, progress=progress)
+    summary = pl.DataFrame([{**summary, "steps": json.dumps(summary["steps"])}])
     return {"terms": put_table(store, "leakage_terms.parquet", rows),
-            "tokens": put_table(store, "token_attributions.parquet", table)}
+            "tokens": put_table(store, "token_attributions.parquet", table),
+            "leakage_spans": put_table(store, "leakage_summary.parquet", summary)}
 
 
 @larev_task("environments", code=(environments, antonyms, llm))
 def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef, terms: ArtifactRef,
                       phi_base: ArtifactRef, config: AntonymConfig, progress: bool = True) -> ArtifactRef:
-    """Every environment of larev/methods/leakage_aware/environments.py (E1 b, E2 leakage term masked, E3 term
-    replaced by an antonym) for every train/validation example, with the backend that built each."""
+    """Every environment of larev/methods/leakage_aware/environments.py (E1 b, E2 leakage spans masked, E3 spans
+    rewritten to another label) for every train/validation example, with the backend that built each."""
     from transformers import AutoTokenizer
 
     from larev.methods.leakage_aware.antonyms import make_generator
@@ -64,13 +73,13 @@ def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: Ar
     from tasks.secrets import gemini_options
 
     df = training_frame(store, examples, baselines).join(
-        store.read_parquet(terms.key).select("id", "term", "start", "end"), on="id", how="left")
+        store.read_parquet(terms.key).select("id", "term", "spans"), on="id", how="left")
     mask = mask_token_of(AutoTokenizer.from_pretrained(store.get_dir(phi_base.key)))
     generator = None
     if config.backend == "llm":
         generator = make_generator(config, **gemini_options(store))
-    envs = build_environments(df.select("id", "task", "question", "choices", "label", "baseline", "term", "start",
-                                        "end"), mask, config, generator=generator, progress=progress)
+    envs = build_environments(df.select("id", "task", "question", "choices", "label", "baseline", "term", "spans"),
+                              mask, config, generator=generator, progress=progress)
     return put_table(store, "environments.parquet", envs)
 
 

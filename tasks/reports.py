@@ -35,11 +35,12 @@ def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str
         scores_ref = put_file(store, "scores.parquet", stacked)
     markdown = reports.report_markdown(summary, title=title)
     tables = {k: store.read_parquet(v.key) for k, v in (diagnostics or {}).items()}
-    if report_models or {"tokens", "terms", "environments"} & set(tables):
+    if report_models or {"tokens", "terms", "environments", "leakage_spans"} & set(tables):
         meta = {name: json.loads((store.get_dir(ref.key) / LAREV_CONFIG_FILE).read_text())["meta"]
                 for name, ref in (report_models or {}).items()}
         markdown += "\n" + larev_report.larev_diagnostics(tables.get("tokens"), tables.get("terms"),
-                                                          tables.get("environments"), meta)
+                                                          tables.get("environments"), meta,
+                                                          leakage=tables.get("leakage_spans"))
     rora_section = rora_report.rora_diagnostics(tables)
     if rora_section:
         markdown += "\n" + rora_section

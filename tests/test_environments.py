@@ -226,8 +226,9 @@ def test_a_fourth_environment_is_one_entry_and_reaches_training(monkeypatch):
     from tasks.leakage_aware import la_instances
     from tests.helpers import tiny_evaluator
 
-    def deleted(requests, baselines, ctx):  # E4: the leakage term removed outright
-        return [(b, "none") if r is None else (b[:r.start] + b[r.end:], "delete") for r, b in zip(requests, baselines)]
+    def deleted(requests, baselines, ctx):  # E4: the leakage spans removed outright
+        return [(b, "none") if r is None else (environments._replace(b, [(q.start, q.end, "") for q in r]), "delete")
+                for r, b in zip(requests, baselines)]
 
     monkeypatch.setattr(environments, "ENVIRONMENTS", (*environments.ENVIRONMENTS, ("E4", deleted)))
     rows = [_row(f"n{i}", f"a man {w} a dog", w, label=y) for i, (w, y) in

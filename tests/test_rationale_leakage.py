@@ -38,8 +38,9 @@ def test_shares_and_global_table_by_hand():
     assert attribution_shares([1.0, -3.0, 0.0]) == [0.25, -0.75, 0.0]
     assert attribution_shares([0.0, 0.0]) == [0.0, 0.0]
     table = global_attribution([["a", "b"], ["a", "c"]], [[0.5, 0.5], [-0.1, 1.1]])
-    rows = {w: (a, c) for w, a, c in table.iter_rows()}
+    rows = {w: (a, c) for w, a, _, c in table.iter_rows()}
     assert rows["a"] == (pytest.approx(0.2), 2)  # (0.5 - 0.1) / 2
+    assert table.filter(pl.col("word") == "a")["magnitude"][0] == pytest.approx(0.3)  # (0.5 + 0.1) / 2
     assert rows["c"][0] == pytest.approx(1.1) and rows["b"][0] == pytest.approx(0.5)
     assert table["word"].to_list() == ["c", "b", "a"]  # ranked by attribution
     cfg = LeakageDetectionConfig(threshold=0.4, min_occurrences=1)

@@ -22,12 +22,13 @@ from larev.progress import progress_bar
 
 from larev.config import _Config
 from larev.formats import baseline_input
+from larev.leakage.spans import SpanRuleConfig
 from larev.models.evaluator import Evaluator, labels_for_loss, pad_batch, tokenize
 
 __all__ = [
     "AttributionConfig", "TokenAttribution", "LeakageTerm", "STOPWORDS", "label_logprob_forward",
     "encoder_input_embeddings", "tokenize_with_offsets", "attribute", "baseline_span", "leakage_term",
-    "leakage_terms",
+    "leakage_terms", "baseline_words",
 ]
 
 
@@ -51,6 +52,10 @@ class AttributionConfig(_Config):
     by_abs: bool = Field(
         False, description="choose the leakage term by largest |attribution| instead of the largest signed "
                            "attribution toward log p(label)")
+    rule: Literal["spans", "top_word"] = Field(
+        "spans", description="spans: the span rule of larev/leakage/spans.py (global ranking, phrases, residual "
+                             "stopping rule); top_word: the thesis's single top-attributed word of each b")
+    spans: SpanRuleConfig = Field(default_factory=SpanRuleConfig, description="the span rule (rule='spans')")
 
 
 @dataclass
@@ -346,3 +351,22 @@ def leakage_terms(evaluator: Evaluator, baselines: list[str], labels: list[str],
         schema={"token": pl.Utf8, "mean_attribution": pl.Float64, "count": pl.Int64},
     ).sort(["mean_attribution", "token"], descending=[True, False])
     return rows_df, table
+
+
+def baseline_words(attr: TokenAttribution, span: tuple[int, int],
+                   lead: int = 0) -> tuple[list[tuple[str, int, int]], list[float]]:
+    """The words of b in one row's attribution and each word's score (the sum of its tokens' scores).
+
+    Words are the whole words around content tokens (`_word_around`), lower-cased, with character offsets into b
+    as given (`span[0]` subtracted, `lead` whitespace added back); specials and punctuation are left out.
+    """
+    words: dict[tuple[int, int], float] = {}
+    for i in range(len(attr.offsets)):
+        pos = _content_pos(attr, i, span)
+        if pos is None:
+            continue
+        w = _word_around(attr.text, pos, span[0], span[1])
+        words[w] = words.get(w, 0.0) + attr.scores[i]
+    ordered = sorted(words)
+    return ([(attr.text[s:e].lower(), s - span[0] + lead, e - span[0] + lead) for s, e in ordered],
+            [words[w] for w in ordered])

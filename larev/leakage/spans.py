@@ -1,4 +1,9 @@
-"""Leaky spans of texts from word attributions (RORA 3.1).
+"""Leaky spans of texts from word attributions: one module for both sides (LAREV on the baseline b, RORA on the
+rationale r).
+
+Two rules live here.
+
+The threshold rule (RORA 3.1, `detect_leakage`):
 
 Each text's word attributions are divided by the sum of their magnitudes (the share of that text's attribution each
 word carries, signed: positive = evidence for the gold label), and averaged per vocabulary word over the training
@@ -7,9 +12,28 @@ split: the global attribution. Words whose global attribution is at least `thres
 The reference code also removed the top-2 words of a rationale with no leaky word even when they were below the
 threshold. Here that is an explicit option (`fallback_top_k`, default 0 = off), and every row records whether its
 spans came from the threshold or the fallback.
+
+The span rule (`select_leakage_spans`), for label cues spread over redundant multi-word phrases, where one word's
+removal leaves the rest of the phrase carrying the label:
+1. rank words by the global attribution table over the training split (not each row's top word);
+2. a row's spans: every occurrence of a chosen word, expanded to its phrase (neighbouring words whose attribution
+   share in that row is at least `expand_threshold`), optionally snapped to known phrases that overlap it (the
+   relation phrases of the offline NLI baselines, the answer text of a QA baseline);
+3. grow the chosen words (1, 2, 4, ... of the ranking, or 1, 2, ... per row) until a fresh probe trained on the
+   masked training texts is no better on the masked validation texts than the larger of chance and a reference
+   (the same probe on the task input x alone) plus a binomial margin: the residual-leakage stopping rule;
+4. when the ranking is used up first, add the words that probe itself reads the label from (its own IG on the
+   masked training texts), a few per round: cues the evaluator's IG misses (with a pad reference, the cues of
+   the label a model predicts when no cue is present get little or negative attribution).
+Every step's residual accuracy is recorded, so a report can show what masking removed and what it left.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
 import polars as pl
 from pydantic import Field
@@ -40,13 +64,16 @@ def attribution_shares(scores: list[float]) -> list[float]:
 
 
 def global_attribution(words: list[list[str]], shares: list[list[float]]) -> pl.DataFrame:
-    """Per vocabulary word: mean signed share over its occurrences, and the number of occurrences."""
+    """Per vocabulary word: mean signed share over its occurrences (attribution), mean absolute share
+    (magnitude), and the number of occurrences."""
     flat_w = [w for row in words for w in row]
     flat_s = [s for row in shares for s in row]
     if not flat_w:
-        return pl.DataFrame(schema={"word": pl.String, "attribution": pl.Float64, "count": pl.UInt32})
+        return pl.DataFrame(schema={"word": pl.String, "attribution": pl.Float64, "magnitude": pl.Float64,
+                                    "count": pl.UInt32})
     return (pl.DataFrame({"word": flat_w, "share": flat_s})
-            .group_by("word").agg(attribution=pl.col("share").mean(), count=pl.len())
+            .group_by("word").agg(attribution=pl.col("share").mean(), magnitude=pl.col("share").abs().mean(),
+                                  count=pl.len())
             .sort(["attribution", "word"], descending=[True, False]))
 
 
@@ -103,3 +130,276 @@ def detect_leakage(model: RationaleModel, texts: list[str], labels: list[str], c
     per_row = pl.DataFrame(rows, schema={"row": pl.Int64, "n_words": pl.Int64, "spans": pl.List(pl.List(pl.Int64)),
                                          "span_source": pl.String, "leaky_text": pl.String})
     return table, per_row
+
+
+# ----------------------------------------------------------------------------------------------- the span rule
+
+Span = tuple[int, int]
+Word = tuple[str, int, int]  # lower-cased word and its character span
+
+
+class SpanRuleConfig(_Config):
+    """The span rule: global ranking, phrase expansion and the residual-leakage stopping rule."""
+
+    ranking: Literal["auto", "global", "per_row"] = Field(
+        "auto", description="global: words ranked by the training split's mean attribution share (label cues "
+                            "shared across rows, NLI relation phrases); per_row: each row's own top words (cues "
+                            "that differ per row, a QA answer); auto: per_row for QA, global otherwise")
+    expand_threshold: float = Field(0.02, ge=0, le=1, description="a neighbour of a chosen word joins its span "
+                                                                  "when its attribution share in that row is at "
+                                                                  "least this")
+    by: Literal["attribution", "magnitude"] = Field(
+        "attribution", description="global ranking and phrase growth by the mean signed share (evidence for the "
+                                   "gold label) or by the mean absolute share (a word whose removal moves "
+                                   "log p(label) either way); on e-SNLI the signed ranking reached the stopping "
+                                   "level and the absolute one did not (docs/benchmarks.md)")
+    min_occurrences: int = Field(3, ge=1, description="global ranking: words seen fewer times are never chosen")
+    per_label: bool = Field(True, description="global ranking: rank words within each gold label's training rows "
+                                               "and take them in turn (one label's strong cues cannot push another "
+                                               "label's weaker cues down the list)")
+    min_row_share: float = Field(0.01, ge=0, le=1, description="global ranking: words in fewer than this share of "
+                                                                "the training rows are never chosen (rare words "
+                                                                "have noisy means)")
+    max_words: int = Field(64, ge=1, description="global ranking: the most words the rule may choose (it tries "
+                                                 "1, 2, 4, ... up to this)")
+    max_per_row: int = Field(3, ge=1, description="per-row ranking: the most top words per row (it tries 1, 2, ...)")
+    probe_rounds: int = Field(4, ge=0, description="after the attribution ranking, rounds that add the words the "
+                                                   "residual probe itself reads the label from (its own IG on the "
+                                                   "masked training texts), for cues the evaluator's IG misses")
+    probe_words: int = Field(8, ge=1, description="words added per probe round")
+    z: float = Field(1.96, gt=0, description="binomial margin of the stopping rule: residual <= max(reference, "
+                                             "chance) + z * sqrt(p (1 - p) / n_validation)")
+    probe: RationaleModelConfig = Field(default_factory=RationaleModelConfig,
+                                        description="the fresh probe that measures residual leakage (bag of n-grams)")
+
+
+def ranked_words(table: pl.DataFrame, min_occurrences: int, by: str = "attribution") -> list[str]:
+    """Words of a global attribution table (`global_attribution`) with a positive `by` column (attribution or
+    magnitude), seen at least `min_occurrences` times, best first."""
+    hit = table.filter((pl.col(by) > 0) & (pl.col("count") >= min_occurrences))
+    return hit.sort([by, "word"], descending=[True, False])["word"].to_list()
+
+
+def phrase_spans(words: Sequence[Word], shares: Sequence[float], chosen: Sequence[bool],
+                 expand_threshold: float) -> list[Span]:
+    """Character spans of a text's chosen words grown into phrases.
+
+    words: the text's words with their spans, in order; shares: each word's attribution share in this text;
+    chosen: which words the rule picked. A chosen word's run grows left and right over neighbours whose share is
+    at least `expand_threshold`; consecutive flagged words form one span (from the first's start to the last's end).
+    """
+    flags = list(chosen)
+    for i in [i for i, f in enumerate(chosen) if f]:
+        j = i - 1
+        while j >= 0 and not flags[j] and shares[j] >= expand_threshold:
+            flags[j] = True
+            j -= 1
+        j = i + 1
+        while j < len(words) and not flags[j] and shares[j] >= expand_threshold:
+            flags[j] = True
+            j += 1
+    spans: list[Span] = []
+    for i, flag in enumerate(flags):
+        if flag and spans and i > 0 and flags[i - 1]:
+            spans[-1] = (spans[-1][0], words[i][2])
+        elif flag:
+            spans.append((words[i][1], words[i][2]))
+    return spans
+
+
+def merge_spans(spans: Sequence[Span]) -> list[Span]:
+    """Sorted spans with overlapping or touching ones merged."""
+    out: list[Span] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def snap_spans(spans: Sequence[Span], phrases: Sequence[Span]) -> list[Span]:
+    """Each span grown to cover every known phrase it overlaps (a relation phrase, an answer), merged."""
+    out = []
+    for s, e in spans:
+        for ps, pe in phrases:
+            if ps < e and s < pe:
+                s, e = min(s, ps), max(e, pe)
+        out.append((s, e))
+    return merge_spans(out)
+
+
+def span_recall(spans: Sequence[Sequence[Span]], phrases: Sequence[Sequence[Span]]) -> float | None:
+    """Share of the known phrases' characters that the spans cover, over all rows (None when no row has a
+    known phrase): how much of the ground-truth cue the rule found."""
+    covered = total = 0
+    for row_spans, row_phrases in zip(spans, phrases):
+        for ps, pe in row_phrases:
+            total += pe - ps
+            covered += sum(max(0, min(pe, e) - max(ps, s)) for s, e in merge_spans(row_spans))
+    return covered / total if total else None
+
+
+def mask_text(text: str, spans: Sequence[Span], mask: str) -> str:
+    """`text` with each (merged) span replaced by `mask`."""
+    out, last = [], 0
+    for s, e in merge_spans(spans):
+        out += [text[last:s], mask]
+        last = e
+    return "".join(out + [text[last:]])
+
+
+def binomial_margin(p: float, n: int, z: float) -> float:
+    """z standard errors of an accuracy p measured on n rows (the stopping rule's tolerance)."""
+    p = min(max(p, 0.0), 1.0)
+    return z * math.sqrt(p * (1 - p) / n) if n > 0 else float("inf")
+
+
+@dataclass
+class SpanSelection:
+    """What the span rule chose and what it measured.
+
+    spans: per row, the character spans to mask; chosen: the global words chosen (ranking 'global') or the
+    number of top words per row ('per_row'); steps: one record per size tried (size, residual accuracy);
+    residual_before / residual_after: the probe's validation accuracy on the unmasked / finally masked texts;
+    reference: the same probe on the reference texts (x); tolerance: the binomial margin; converged: the rule
+    stopped because the residual fell within reference + tolerance (False: it reached its size cap).
+    """
+
+    spans: list[list[Span]]
+    ranking: str
+    chosen: list[str] | int
+    steps: list[dict] = field(default_factory=list)
+    residual_before: float = float("nan")
+    residual_after: float = float("nan")
+    reference: float = float("nan")
+    tolerance: float = float("nan")
+    converged: bool = False
+
+
+def _sizes(cap: int, doubling: bool) -> list[int]:
+    if not doubling:
+        return list(range(1, cap + 1))
+    sizes, k = [], 1
+    while k < cap:
+        sizes.append(k)
+        k *= 2
+    return sizes + [cap]
+
+
+def spans_for(words: Sequence[Sequence[Word]], shares: Sequence[Sequence[float]], chosen: set[str] | int,
+              expand_threshold: float, phrases: Sequence[Sequence[Span]] | None = None) -> list[list[Span]]:
+    """Every row's spans for a choice: a set of global words, or the number k of each row's top words (by
+    positive share). Snapped to `phrases` (one list per row) when given."""
+    out = []
+    for i, (row_words, row_shares) in enumerate(zip(words, shares)):
+        if isinstance(chosen, int):
+            top = sorted((j for j, s in enumerate(row_shares) if s > 0), key=lambda j: -row_shares[j])[:chosen]
+            flags = [j in top for j in range(len(row_words))]
+        else:
+            flags = [w in chosen for w, _, _ in row_words]
+        spans = phrase_spans(row_words, row_shares, flags, expand_threshold)
+        out.append(snap_spans(spans, phrases[i]) if phrases is not None and spans else spans)
+    return out
+
+
+def global_ranking(words: Sequence[Sequence[Word]], shares: Sequence[Sequence[float]], config: SpanRuleConfig,
+                   labels: Sequence[str] | None = None) -> list[str]:
+    """The training rows' words, best first: by the global table (`ranked_words`), or, with labels, by one table
+    per label taken in turn (first of each label, then second of each ...), duplicates dropped. A word must occur
+    in at least max(min_occurrences, min_row_share of the rows) rows of the table it is ranked in."""
+    by = "magnitude" if config.by == "magnitude" else "attribution"
+
+    def ranked(rows: list[int]) -> list[str]:
+        table = global_attribution([[w for w, _, _ in words[i]] for i in rows], [list(shares[i]) for i in rows])
+        return ranked_words(table, max(config.min_occurrences, math.ceil(config.min_row_share * len(rows))), by)
+
+    if labels is None:
+        return ranked(list(range(len(words))))
+    lists = [ranked([i for i, y in enumerate(labels) if y == label]) for label in sorted(set(labels))]
+    out, seen = [], set()
+    for depth in range(max((len(x) for x in lists), default=0)):
+        for x in lists:
+            if depth < len(x) and x[depth] not in seen:
+                seen.add(x[depth])
+                out.append(x[depth])
+    return out
+
+
+def ranking_shares(shares: Sequence[Sequence[float]], config: SpanRuleConfig) -> list[list[float]]:
+    """The shares the rule ranks and grows phrases by: absolute (config.by == 'magnitude') or signed."""
+    return [[abs(x) for x in row] if config.by == "magnitude" else list(row) for row in shares]
+
+
+def _step(selection: SpanSelection, words, shares, chosen: set[str] | int, config: SpanRuleConfig, residual,
+          phrases, stop_at: float, size: int, source: str) -> bool:
+    """Mask the spans of one choice, measure the residual, record the step; True when it is low enough."""
+    spans = spans_for(words, shares, chosen, config.expand_threshold, phrases)
+    accuracy = residual(spans)
+    selection.steps.append({"size": size, "ranked_by": source, "residual_accuracy": accuracy,
+                            "masked_rows": sum(1 for s in spans if s) / max(1, len(spans))})
+    selection.spans, selection.residual_after = spans, accuracy
+    if isinstance(chosen, int):
+        selection.chosen = chosen
+    selection.converged = accuracy <= stop_at
+    return selection.converged
+
+
+def select_leakage_spans(words: Sequence[Sequence[Word]], shares: Sequence[Sequence[float]], n_train: int,
+                         config: SpanRuleConfig, *, ranking: Literal["global", "per_row"],
+                         residual: Callable[[list[list[Span]]], float], reference: float, n_validation: int,
+                         chance: float = 0.0, phrases: Sequence[Sequence[Span]] | None = None,
+                         labels: Sequence[str] | None = None,
+                         probe_ranking: Callable[[list[list[Span]]], list[str]] | None = None) -> SpanSelection:
+    """The span rule (module docstring): grow the choice until `residual(spans)` <= level + margin, where level
+    is the larger of the reference and chance.
+
+    words/shares: every row's words and attribution shares, training rows first (the first `n_train` build the
+    global ranking); residual: the probe's validation accuracy once every row's spans are masked (the caller
+    trains it on the masked training rows); reference: the probe's accuracy on the reference texts (x; it can
+    fall below chance when validation rows share premises with training rows of other labels); labels: the rows'
+    gold labels, for the per-label ranking; probe_ranking: given the current spans, the words a probe trained on
+    the masked training texts reads the label from, best first (global ranking only: `probe_rounds` rounds of
+    `probe_words` words each after the attribution ranking is used up without converging).
+    """
+    level = max(reference, chance)
+    tolerance = binomial_margin(level, n_validation, config.z)
+    selection = SpanSelection(spans=[[] for _ in words], ranking=ranking, chosen=[] if ranking == "global" else 0,
+                              reference=reference, tolerance=tolerance)
+    selection.residual_before = residual(selection.spans)
+    if selection.residual_before <= level + tolerance:
+        selection.residual_after, selection.converged = selection.residual_before, True
+        return selection
+    shares = ranking_shares(shares, config)
+    if ranking == "global":
+        ranked = global_ranking(words[:n_train], shares[:n_train], config,
+                                labels[:n_train] if labels is not None and config.per_label else None)
+        sizes = _sizes(min(config.max_words, len(ranked)), doubling=True) if ranked else []
+    else:
+        ranked, sizes = [], _sizes(config.max_per_row, doubling=False)
+    if not sizes:
+        selection.residual_after = selection.residual_before
+    for size in sizes:
+        chosen: set[str] | int = set(ranked[:size]) if ranking == "global" else size
+        done = _step(selection, words, shares, chosen, config, residual, phrases, level + tolerance, size,
+                     "attribution")
+        if ranking == "per_row":
+            if done:
+                break
+            continue
+        selection.chosen = ranked[:size]
+        if done:
+            break
+    if ranking == "global" and not selection.converged and probe_ranking is not None:
+        chosen_words = list(selection.chosen)
+        vocabulary = {w for row in words for w, _, _ in row}
+        for _ in range(config.probe_rounds):
+            extra = [w for w in probe_ranking(selection.spans) if w in vocabulary and w not in chosen_words]
+            if not extra:
+                break
+            chosen_words += extra[:config.probe_words]
+            selection.chosen = list(chosen_words)
+            if _step(selection, words, shares, set(chosen_words), config, residual, phrases, level + tolerance,
+                     len(chosen_words), "probe"):
+                break
+    return selection

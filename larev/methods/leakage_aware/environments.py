@@ -1,17 +1,18 @@
 """LAREV's IRM environments, built from each baseline and its leakage term (thesis 4.5.2, 5.3.2), as data.
 
-For a baseline b whose leakage term t_leak sits at b[start:end] (found by Integrated Gradients, see
-larev/leakage/attribution.py), each entry of `ENVIRONMENTS` is a name and a builder:
+For a baseline b whose leakage spans (found by Integrated Gradients and the span rule, see
+larev/methods/leakage_aware/leakage_spans.py; or the thesis's single term t_leak) sit at b[start:end], each entry
+of `ENVIRONMENTS` is a name and a builder:
 
   E1  b itself                                        backend 'original'
-  E2  b with t_leak replaced by the mask token        backend 'mask'
-  E3  b with t_leak replaced by an antonym            backend of the antonym (see antonyms/):
-                                                      'lexicon', 'distractor', 'wordnet', 'llm:<model>';
-                                                      when no backend had one the row has no E3 (text null,
-                                                      backend 'absent'), never a copy of E2
+  E2  b with every span replaced by the mask token    backend 'mask'
+  E3  b with every span rewritten to another label    backend of the rewrites (see antonyms/), joined by '+':
+      (another label's relation phrase, another        'lexicon', 'distractor', 'wordnet', 'llm:<model>';
+      answer choice); spans without a rewrite are      when no span had one the row has no E3 (text null,
+      masked as in E2                                  backend 'absent'), never a copy of E2
 
-A builder takes every row's request (None for a row without a leakage term) and baseline, and returns one
-(text, backend) per row; a row without a leakage term gets b with backend 'none' in every environment but the
+A builder takes every row's requests (one per span; None for a row without a span) and baseline, and returns one
+(text, backend) per row; a row without a span gets b with backend 'none' in every environment but the
 original. A builder may return None as a row's text: the row then lacks that environment, and phi_LA's IRM runs
 over the environments it has (`coverage` reports the share of rows with a leakage term that have each one). A new
 environment is one more builder and one more entry: training, the probe and the report read the environment names
@@ -48,30 +49,51 @@ _REQUIRED = ("id", "baseline", "term", "start", "end")
 _OPTIONAL = ("task", "question", "choices", "label")
 
 
-def _requests(rows: pl.DataFrame) -> list[AntonymRequest | None]:
-    """One checked request per row, None for rows without a leakage term."""
-    missing = [c for c in _REQUIRED if c not in rows.columns]
+def _row_spans(row: dict, i: int) -> list[tuple[int, int]] | None:
+    """The row's leakage spans: the `spans` column when present, else the one span (start, end); None without."""
+    if "spans" in row:
+        spans = row["spans"]
+        if not spans:
+            return None
+        try:
+            out = sorted((int(s), int(e)) for s, e in spans)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"spans must be [start, end] pairs, got {spans!r}", row=i, column="spans") from exc
+        if any(s2 < e1 for (_, e1), (s2, _) in zip(out, out[1:])):
+            raise InputError(f"spans overlap: {out}", row=i, column="spans")
+        return out
+    span = (row["term"], row["start"], row["end"])
+    if all(v is None for v in span):
+        return None
+    if any(v is None for v in span):
+        raise InputError(f"term, start and end must be all null or all set, got {span}", row=i, column="term")
+    return [(int(row["start"]), int(row["end"]))]
+
+
+def _requests(rows: pl.DataFrame) -> list[list[AntonymRequest] | None]:
+    """Per row, one checked request per leakage span (in text order), None for rows without a span."""
+    required = ("id", "baseline", "term", "spans") if "spans" in rows.columns else _REQUIRED
+    missing = [c for c in required if c not in rows.columns]
     if missing:
         raise InputError(f"missing column(s) {missing}; the leakage-term rows have columns {rows.columns}",
                          column=missing[0])
     dup = rows.filter(pl.col("id").is_duplicated())
     if not dup.is_empty():
         raise InputError(f"duplicate id {dup['id'][0]!r}: environments need one row per example", column="id")
-    out: list[AntonymRequest | None] = []
+    out: list[list[AntonymRequest] | None] = []
     for i, row in enumerate(rows.iter_rows(named=True)):
         row = {**{c: None for c in _OPTIONAL}, **row}
         if row["baseline"] is None:
             raise InputError("null baseline", row=i, column="baseline")
-        span = (row["term"], row["start"], row["end"])
-        if all(v is None for v in span):
+        spans = _row_spans(row, i)
+        if spans is None:
             out.append(None)
             continue
-        if any(v is None for v in span):
-            raise InputError(f"term, start and end must be all null or all set, got {span}", row=i, column="term")
+        one = len(spans) == 1 and "spans" not in row
         try:
-            out.append(AntonymRequest.of(
-                str(row["id"]), row["baseline"], int(row["start"]), int(row["end"]), term=row["term"],
-                task=row["task"], label=row["label"], question=row["question"], choices=row["choices"]))
+            out.append([AntonymRequest.of(
+                str(row["id"]), row["baseline"], s, e, term=row["term"] if one else None, task=row["task"],
+                label=row["label"], question=row["question"], choices=row["choices"]) for s, e in spans])
         except InputError as exc:
             raise InputError(exc.problem, row=i, column=exc.column) from exc
     return out
@@ -88,19 +110,31 @@ class BuildContext:
 
 
 Built = list[tuple[str | None, str]]  # one (text, backend) per row; text None: the row lacks this environment
+Requests = list[list[AntonymRequest] | None]  # per row, one request per leakage span; None: no span
 
 
-def _original(requests: list[AntonymRequest | None], baselines: list[str], ctx: BuildContext) -> Built:
+def _replace(baseline: str, pieces: list[tuple[int, int, str]]) -> str:
+    """b with each (start, end) replaced by its text; spans sorted and disjoint."""
+    out, last = [], 0
+    for s, e, text in pieces:
+        out += [baseline[last:s], text]
+        last = e
+    return "".join(out + [baseline[last:]])
+
+
+def _original(requests: Requests, baselines: list[str], ctx: BuildContext) -> Built:
     return [(b, "original") for b in baselines]
 
 
-def _masked(requests: list[AntonymRequest | None], baselines: list[str], ctx: BuildContext) -> Built:
-    return [(b, "none") if r is None else (masked_baseline(b, r.start, r.end, ctx.mask_token), "mask")
+def _masked(requests: Requests, baselines: list[str], ctx: BuildContext) -> Built:
+    return [(b, "none") if r is None else (_replace(b, [(q.start, q.end, ctx.mask_token) for q in r]), "mask")
             for r, b in zip(requests, baselines)]
 
 
-def _antonym(requests: list[AntonymRequest | None], baselines: list[str], ctx: BuildContext) -> Built:
-    todo = [r for r in requests if r is not None]
+def _antonym(requests: Requests, baselines: list[str], ctx: BuildContext) -> Built:
+    """Each span rewritten on its own (a phrase of another label, another answer choice ...), the rewrites then
+    put together; a span without a rewrite is masked as in E2. A row none of whose spans has a rewrite has no E3."""
+    todo = [q for r in requests if r is not None for q in r]
     rewritten = iter([])
     if todo:
         chain = build_chain(ctx.config, ctx.mask_token, generator=ctx.generator)
@@ -110,15 +144,22 @@ def _antonym(requests: list[AntonymRequest | None], baselines: list[str], ctx: B
     for r, b in zip(requests, baselines):
         if r is None:
             out.append((b, "none"))
-        else:
+            continue
+        pieces, backends = [], []
+        for q in r:
             done = next(rewritten)
-            # no antonym: the row has no E3 (a copy of E2 would give IRM two identical environments)
-            out.append((None, ABSENT) if done.backend == MASK_FALLBACK else (done.text, done.backend))
+            if done.backend == MASK_FALLBACK:
+                pieces.append((q.start, q.end, ctx.mask_token))
+            else:  # the chain checked that the rewrite differs from b only inside the span
+                pieces.append((q.start, q.end, done.text[q.start:len(done.text) - (len(b) - q.end)]))
+                backends.append(done.backend)
+        # no rewrite of any span: the row has no E3 (a copy of E2 would give IRM two identical environments)
+        out.append((_replace(b, pieces), "+".join(sorted(set(backends)))) if backends else (None, ABSENT))
     return out
 
 
 #: The environments in order: a name and the builder of its texts (the first is the original baseline).
-ENVIRONMENTS: tuple[tuple[str, Callable[[list[AntonymRequest | None], list[str], BuildContext], Built]], ...] = (
+ENVIRONMENTS: tuple[tuple[str, Callable[[Requests, list[str], BuildContext], Built]], ...] = (
     (ORIGINAL, _original), (MASKED, _masked), (ANTONYM, _antonym))
 ENVIRONMENT_NAMES = tuple(name for name, _ in ENVIRONMENTS)
 
@@ -135,9 +176,10 @@ def build_environments(rows: pl.DataFrame, mask_token: str, config: AntonymConfi
     """Every environment of `ENVIRONMENTS` for every row: columns id, env, baseline (the environment's text),
     term, backend; one row per (id, environment), in input order.
 
-    rows: `id, baseline, term, start, end` (term/start/end null when b has no leakage term; start/end are char
-    offsets into b) and optionally `task, question, choices, label` (the QA context the distractor and LLM
-    backends use; label is the answer b states). `term` is the leakage term on every environment's row.
+    rows: `id, baseline, term, spans` (spans: [start, end] char offsets into b, empty when b has none), or
+    `id, baseline, term, start, end` for one span per row (all three null when b has no leakage term); optionally
+    `task, question, choices, label` (the QA context the distractor and LLM backends use; label is the answer b
+    states). `term` (the span texts joined by ' | ') is on every environment's row.
     generator: the LLM for `config.backend == 'llm'` (give it a prompt cache); when None, Gemini
     `config.llm_model` with the key from the environment.
     """
@@ -149,7 +191,7 @@ def build_environments(rows: pl.DataFrame, mask_token: str, config: AntonymConfi
     built = {name: builder(requests, baselines, ctx) for name, builder in ENVIRONMENTS}
     records: list[dict[str, Any]] = []
     for i, (req, row_id) in enumerate(zip(requests, rows["id"].to_list())):
-        term = None if req is None else req.term
+        term = None if req is None else " | ".join(q.term for q in req)
         records += [{"id": str(row_id), "env": name, "baseline": built[name][i][0], "term": term,
                      "backend": built[name][i][1]} for name, _ in ENVIRONMENTS]
     for name, _ in ENVIRONMENTS[1:]:

@@ -2,25 +2,48 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 
 from larev.methods.leakage_aware.environments import MIN_COVERAGE, ORIGINAL, coverage
 from larev.reports import markdown_table
 
 
+def leakage_lines(leakage: pl.DataFrame) -> list[str]:
+    """The span rule's summary: what it masked and the residual leakage next to the probe on x and chance."""
+    row = leakage.row(0, named=True)
+    recall = row.get("span_recall")
+    lines = [f"Leakage spans ({row['ranking']} ranking): masked {row['chosen'] or 'nothing'} "
+             f"in {row['rows_with_spans']:.1%} of the baselines."
+             + (f" Span recall against the known label phrases: {recall:.1%}." if recall is not None else ""), "",
+             "Residual leakage (validation accuracy of a fresh bag-of-n-grams probe trained on the training rows): "
+             f"b unmasked {row['residual_before']:.3f}, b masked {row['residual_after']:.3f}; the same probe on x "
+             f"alone {row['reference']:.3f} (stopping at x + {row['tolerance']:.3f}); chance {row['chance']:.3f}."
+             + ("" if row["converged"] else " The rule reached its size cap before the residual fell to x's level: "
+                                             "the masked b still carries label information x does not."), ""]
+    steps = json.loads(row["steps"]) if isinstance(row.get("steps"), str) else row.get("steps") or []
+    if steps:
+        lines += ["Growth steps (size: words chosen, or top words per row):", "", markdown_table(pl.DataFrame(steps)),
+                  ""]
+    return lines
+
+
 def larev_diagnostics(tokens: pl.DataFrame | None, terms: pl.DataFrame | None, environments: pl.DataFrame | None,
-                      la_meta: dict[str, dict]) -> str:
-    """What LAREV's training saw: the top IG tokens, the leakage terms, who built each environment, and phi_LA's
-    losses."""
+                      la_meta: dict[str, dict], leakage: pl.DataFrame | None = None) -> str:
+    """What LAREV's training saw: the top IG words, the leakage spans and their residual check, who built each
+    environment, and phi_LA's losses."""
     parts = ["## LAREV diagnostics", ""]
     if tokens is not None and tokens.height:
-        parts += ["Tokens of b with the highest mean Integrated-Gradients attribution under phi_base "
+        parts += ["Words of b with the highest mean Integrated-Gradients attribution share under phi_base "
                   "(global table, training rows):", "", markdown_table(tokens.head(10)), ""]
+    if leakage is not None and leakage.height:
+        parts += leakage_lines(leakage)
     if terms is not None and terms.height:
         top = (terms.group_by("term").agg(n=pl.len()).sort(["n", "term"], descending=[True, False]).head(10)
                .with_columns(share=pl.col("n") / terms.height))
-        parts += ["Most frequent leakage terms (the top-attributed whole word of each b):", "", markdown_table(top),
-                  ""]
+        parts += ["Most frequent leakage spans (the masked text of each b, spans joined by ' | '):", "",
+                  markdown_table(top), ""]
     if environments is not None and environments.height:
         built = (environments.filter(pl.col("env") != ORIGINAL).group_by("env", "backend", maintain_order=True)
                  .agg(n=pl.len()).sort(["env", "n", "backend"], descending=[False, True, False]))

@@ -1,0 +1,195 @@
+"""The span rule (larev/leakage/spans.py) on planted data: redundant multi-word label cues, where masking each
+row's top word leaves the label readable and the span rule must bring the residual down to the reference's level.
+Plus the pure helpers against hand-worked values, and LAREV's use of it on b (known phrases, multi-span
+environments)."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+
+from larev.leakage.probe import residual_leakage
+from larev.leakage.rationale_model import RationaleModelConfig
+from larev.leakage.spans import (SpanRuleConfig, attribution_shares, binomial_margin, mask_text, merge_spans,
+                                 phrase_spans, select_leakage_spans, snap_spans, span_recall, spans_for)
+
+# --------------------------------------------------------------------------------------------- pure helpers
+
+
+def _words(text: str):
+    out, pos = [], 0
+    for w in text.split():
+        start = text.index(w, pos)
+        out.append((w.lower(), start, start + len(w)))
+        pos = start + len(w)
+    return out
+
+
+def test_phrase_spans_grow_over_neighbours_above_the_threshold_only():
+    text = "a man does not tell us whether b"
+    words = _words(text)
+    shares = [0.0, 0.01, 0.05, 0.3, 0.2, 0.03, 0.1, -0.02]
+    chosen = [w == "not" for w, _, _ in words]
+    (span,) = phrase_spans(words, shares, chosen, expand_threshold=0.02)
+    assert text[span[0]:span[1]] == "does not tell us whether"  # "man" (0.01) and "b" (-0.02) stay out
+    assert phrase_spans(words, shares, chosen, expand_threshold=0.5) == [(words[3][1], words[3][2])]
+
+
+def test_merge_snap_recall_and_mask_by_hand():
+    assert merge_spans([(5, 7), (0, 2), (2, 4)]) == [(0, 4), (5, 7)]
+    assert snap_spans([(4, 7)], [(2, 9), (20, 25)]) == [(2, 9)]  # grown to the phrase it overlaps, not the other
+    # phrase chars 2..9 (7) and 20..25 (5); spans cover 4..7 (3) and 20..22 (2): recall 5 / 12
+    assert span_recall([[(4, 7), (20, 22)]], [[(2, 9), (20, 25)]]) == pytest.approx(5 / 12)
+    assert span_recall([[(0, 1)]], [[]]) is None
+    assert mask_text("a b c d", [(2, 3), (4, 5)], "<m>") == "a <m> <m> d"
+    assert mask_text("a b c d", [(2, 5)], "<m>") == "a <m> d"
+    # 1.96 * sqrt(0.25 / 100) = 0.098
+    assert binomial_margin(0.5, 100, 1.96) == pytest.approx(0.098)
+    assert attribution_shares([1.0, -1.0, 2.0]) == [0.25, -0.25, 0.5]
+
+
+def test_spans_for_global_words_and_per_row_top_k():
+    words = [_words("x alpha beta y"), _words("beta z")]
+    shares = [[0.0, 0.6, 0.3, 0.1], [0.9, 0.1]]
+    assert spans_for(words, shares, {"alpha"}, 0.5) == [[(2, 7)], []]
+    assert spans_for(words, shares, {"alpha"}, 0.2) == [[(2, 12)], []]  # beta (0.3) joins alpha's phrase
+    assert spans_for(words, shares, 1, 0.95) == [[(2, 7)], [(0, 4)]]  # each row's own top word
+
+
+# --------------------------------------------------------------------------------------------- planted cues
+
+# Each label has three multi-word cue phrasings; every row carries TWO different phrasings of its label (redundant
+# cues), so removing one word, or even one whole phrase, leaves the label readable. Frame words ("that", "it",
+# "is") occur in phrasings of every label.
+CUES = {
+    "entailment": ["clearly shows that", "it follows that", "which proves it"],
+    "contradiction": ["rules out that", "it is false that", "which refutes it"],
+    "neutral": ["says nothing on whether", "it is open whether", "which leaves it open"],
+}
+FILLER = ("man woman dog cat street park car house tree river ball table window chair road field boat "
+          "child city hill garden door light music food water").split()
+
+
+def _planted(n: int, seed: int):
+    rng = random.Random(seed)
+    labels = list(CUES)
+    texts, ys, words, shares, xs = [], [], [], [], []
+    for _ in range(n):
+        y = rng.choice(labels)
+        first, second = rng.sample(CUES[y], 2)
+        filler = [rng.choice(FILLER) for _ in range(8)]
+        parts = filler[:3] + first.split() + filler[3:6] + second.split() + filler[6:]
+        text = " ".join(parts)
+        ws = _words(text)
+        cue_positions = set(range(3, 3 + len(first.split()))) | set(
+            range(6 + len(first.split()), 6 + len(first.split()) + len(second.split())))
+        # IG's credit split over the cue words unevenly (one phrase gets more), frame words get a little; noise
+        # on the filler words
+        weight = {3: rng.uniform(0.5, 1.5)}
+        raw = []
+        for i, (w, _, _) in enumerate(ws):
+            if i in cue_positions:
+                base = 0.15 if w in {"that", "it", "is", "which", "whether", "on"} else rng.uniform(0.5, 1.5)
+                raw.append(base * (2.0 if i < 3 + len(first.split()) else 1.0) * weight[3])
+            else:
+                raw.append(rng.gauss(0.0, 0.05))
+        texts.append(text)
+        ys.append(y)
+        words.append(ws)
+        shares.append(attribution_shares(raw))
+        xs.append(" ".join(filler))
+    return texts, ys, words, shares, xs
+
+
+PROBE = RationaleModelConfig(epochs=4)
+
+
+def _residual_fn(texts, ys, n_train):
+    cands = [list(CUES)] * len(texts)
+
+    def residual(spans):
+        masked = [mask_text(t, s, "<mask>") for t, s in zip(texts, spans)]
+        return residual_leakage(masked[:n_train], ys[:n_train], cands[:n_train], masked[n_train:], ys[n_train:],
+                                cands[n_train:], PROBE)
+
+    return residual, cands
+
+
+def test_redundant_multiword_cues_defeat_the_top_word_and_the_span_rule_removes_them():
+    texts, ys, words, shares, xs = _planted(900, seed=3)
+    n_train = 700
+    residual, cands = _residual_fn(texts, ys, n_train)
+    reference = residual_leakage(xs[:n_train], ys[:n_train], cands[:n_train], xs[n_train:], ys[n_train:],
+                                 cands[n_train:], PROBE)
+    chance = 1 / 3
+    assert reference < chance + 0.1  # x carries no label information
+
+    # the thesis's rule: each row's single top word masked; the other cue phrase still gives the label away
+    top_word = spans_for(words, shares, 1, expand_threshold=1.0)
+    assert residual(top_word) > 0.9
+
+    selection = select_leakage_spans(words, shares, n_train, SpanRuleConfig(probe=PROBE), ranking="global",
+                                     residual=residual, reference=reference, n_validation=len(texts) - n_train)
+    assert selection.residual_before > 0.9
+    assert selection.converged
+    assert selection.residual_after <= reference + selection.tolerance
+    assert selection.residual_after < chance + 0.1
+    # the phrase expansion matters: the same words masked alone leave the frame words carrying the label
+    assert residual(spans_for(words, shares, set(selection.chosen), expand_threshold=1.0)) > (
+        selection.residual_after + 0.1)
+    # what it masked is the cues: no filler word is chosen
+    assert not set(selection.chosen) & set(FILLER)
+    assert [s["size"] for s in selection.steps] == sorted(s["size"] for s in selection.steps)
+
+
+def test_the_rule_reports_not_converged_when_the_ranking_cannot_reach_the_cue():
+    # attribution on the filler only: the ranking never reaches the cue words, the residual stays high, and the
+    # selection says so instead of claiming success
+    texts, ys, words, _, xs = _planted(500, seed=4)
+    shares = [[0.0 if w in " ".join(c for cs in CUES.values() for c in cs).split() else 1.0 for w, _, _ in ws]
+              for ws in words]
+    n_train = 400
+    residual, cands = _residual_fn(texts, ys, n_train)
+    selection = select_leakage_spans(words, shares, n_train, SpanRuleConfig(probe=PROBE, max_words=4),
+                                     ranking="global", residual=residual, reference=1 / 3, n_validation=100)
+    assert not selection.converged
+    assert selection.residual_after > 0.8
+
+
+# --------------------------------------------------------------------------------------------- LAREV on b
+
+
+def test_known_phrases_are_the_relation_phrase_or_the_answer():
+    from larev.methods.leakage_aware.leakage_spans import known_phrases
+
+    b = "A man sleeps does not tell us whether a man is tired."
+    (span,) = known_phrases("nli", b, "neutral")
+    assert b[span[0]:span[1]] == "does not tell us whether"
+    q = "The fox lives in the forest, so the answer is forest."
+    assert [q[s:e] for s, e in known_phrases("qa", q, "Forest")] == ["forest", "forest"]
+
+
+def test_multi_span_environments_rewrite_each_phrase_and_mask_the_rest():
+    from larev.methods.leakage_aware.antonyms import AntonymConfig
+    from larev.methods.leakage_aware.environments import ABSENT, build_environments
+
+    b = "A dog runs, so a dog moves and it implies nothing."
+    s1, s2, s3 = b.index("so"), b.index("implies"), b.index("nothing")
+    rows = pl.DataFrame([
+        {"id": "a", "baseline": b, "term": None, "spans": [[s1, s1 + 2], [s2, s2 + 7]], "task": "nli"},
+        {"id": "b", "baseline": b, "term": None, "spans": [[s3, s3 + 7]], "task": "nli"},
+        {"id": "c", "baseline": b, "term": None, "spans": [], "task": "nli"},
+    ])
+    table = build_environments(rows, "<mask>", AntonymConfig(wordnet_path="/nonexistent"))
+    env = {(r["id"], r["env"]): r for r in table.iter_rows(named=True)}
+    assert env[("a", "E2")]["baseline"] == "A dog runs, <mask> a dog moves and it <mask> nothing."
+    assert env[("a", "E3")]["baseline"] == "A dog runs, so it is false that a dog moves and it contradicts nothing."
+    assert env[("a", "E3")]["backend"] == "lexicon"
+    assert env[("a", "E3")]["term"] == "so | implies"
+    # no rewrite for any span: no E3 at all, never E2's text
+    assert env[("b", "E3")]["baseline"] is None and env[("b", "E3")]["backend"] == ABSENT
+    assert env[("c", "E2")]["baseline"] == b and env[("c", "E2")]["backend"] == "none"
+    for i in ("a", "b"):
+        assert env[(i, "E3")]["baseline"] != env[(i, "E2")]["baseline"]
