@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.score import ScoreParams, score_rationales
 from larev.config import Device
 from larev.errors import InputError, LarevError
-from larev.service.inbox import (DEFAULT_PATTERNS, inbox_label, ledger_entry, new_files, output_name, record, results_rows,
-                         scan_report)
+from larev.service.inbox import (DEFAULT_PATTERNS, inbox_label, ledger_entry, new_files, output_name, record,
+                                 results_rows, scan_report)
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.data import check_rationale_file

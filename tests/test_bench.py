@@ -71,3 +71,45 @@ def test_speed_verdicts_and_the_naive_scorer_computes_the_same_quantity():
     labels = ["entailment", "neutral"]
     batched = score_labels(ev, texts, labels, [["entailment", "contradiction", "neutral"]] * 2).logp
     np.testing.assert_allclose(speed.naive_scores(ev, texts, labels), batched, atol=1e-5)
+
+
+def _seed_results(gold: float, leaky: float, sd_shift: float = 0.0) -> dict:
+    scores = {"larev": {"gold": gold, "leaky": leaky, "gold_leaky": gold, "vacuous": 0.0}}
+    seps = {"larev": {"gold-leaky": gold - leaky, "gold-gold_leaky": 0.0, "gold-vacuous": gold,
+                      "SUM": 2 * gold - leaky}}
+    return {"scores": scores, "accuracy": {"larev": {"gold": 0.9 + sd_shift}}, "separations": seps, "n_test": 5,
+            "seconds": 10.0, "leakage": {"larev": {"residual_accuracy": 0.4 + sd_shift, "converged": True,
+                                                   "chosen": "so, since"}}}
+
+
+def test_combined_seeds_are_means_with_sample_sd_and_positive_only_when_every_seed_agrees():
+    from larev.bench.quality import combine_seeds, seeds_markdown
+
+    combined = combine_seeds({0: _seed_results(1.0, 0.5), 1: _seed_results(2.0, 2.5, 0.1)})
+    assert combined["seeds"] == [0, 1]
+    assert combined["scores"]["larev"]["gold"] == pytest.approx(1.5)
+    # sample sd of (1, 2) = sqrt(0.5); separations gold-leaky are 0.5 and -0.5: mean 0, sd sqrt(0.5)
+    assert combined["seed_sd"]["larev"]["gold"] == pytest.approx(0.5 ** 0.5)
+    assert combined["separations"]["larev"]["gold-leaky"] == pytest.approx(0.0)
+    assert combined["seed_sd"]["larev"]["gold-leaky"] == pytest.approx(0.5 ** 0.5)
+    assert combined["positive_in_every_seed"]["larev"] == {"gold-leaky": False, "gold-gold_leaky": False,
+                                                           "gold-vacuous": True, "SUM": True}
+    assert combined["per_seed"]["1"]["separations"]["larev"]["gold-leaky"] == pytest.approx(-0.5)
+    assert combined["leakage"]["larev"]["residual_accuracy"] == pytest.approx(0.45)
+    assert combined["seconds"] == 20.0
+    md = seeds_markdown(combined, title="t")
+    assert "1.500 ± 0.707" in md and "training variance" in md and "gold-vacuous" in md
+
+
+def test_reseeded_moves_every_training_seed_but_not_the_data():
+    from flows.pipeline import PipelineParams
+    from larev.bench.quality import reseeded
+
+    params = PipelineParams()
+    moved = reseeded(params, 3)
+    assert moved.train.seed == params.train.seed + 3
+    assert moved.larev.la_train.seed == params.larev.la_train.seed + 3
+    assert moved.baselines.seed == params.baselines.seed + 3
+    assert moved.larev.attribution.spans.probe.seed == params.larev.attribution.spans.probe.seed + 3
+    assert moved.data.demo.seed == params.data.demo.seed
+    assert reseeded(params, 0) is params

@@ -118,3 +118,12 @@ def test_every_option_table_matches_its_model():
     for name, command in commands().items():
         paths = [option.path for option in command.options]
         assert len(paths) == len(set(paths)), f"{name}: two options set the same parameter"
+
+
+def test_bench_quality_seeds_option_and_its_check(capsys, tmp_path):
+    args = build_parser().parse_args(["bench", "quality", "--out", str(tmp_path), "--seeds", "3"])
+    assert args.seeds == 3
+    assert build_parser().parse_args(["bench", "quality", "--out", str(tmp_path)]).seeds == 1
+    # a bad count fails before any server or flow starts, with the one message
+    assert main(["bench", "quality", "--out", str(tmp_path), "--seeds", "0", "--server", "local"]) == 2
+    assert "--seeds must be at least 1, got 0" in capsys.readouterr().err

@@ -128,7 +128,10 @@ def bench_quality(args) -> int:
     """The whole protocol on one train/test pair; results.json, results.md, results.csv and separations.png in
     --out. With --from-run, only the outputs are rebuilt from a finished run."""
     from larev.bench.quality import write_quality_outputs
+    from larev.errors import ConfigError
 
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
     out = Path(args.out)
     if args.from_run:
         run_dir = Path(args.from_run)
@@ -137,6 +140,8 @@ def bench_quality(args) -> int:
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir))
+    elif args.seeds > 1:
+        _bench_seeds(args, out)
     else:
         from flows.pipeline import larev_pipeline
 
@@ -148,9 +153,39 @@ def bench_quality(args) -> int:
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {args.params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir), result["steps"], seconds)
-    print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png"
-          + ("" if args.no_stress else ", addtext.png"))
+    if args.seeds > 1 and not args.from_run:
+        print(f"\nBenchmark results in {out}: results.json and results.md over {args.seeds} seeds; each seed's "
+              "results in seed-<i>/")
+    else:
+        print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png"
+              + ("" if args.no_stress else ", addtext.png"))
     return 0
+
+
+def _bench_seeds(args, out: Path) -> None:
+    """`bench quality --seeds N`: the protocol once per seed offset (run name <name>-seed<i>, outputs in
+    OUT/seed-<i>), then results.json / results.md over seeds in OUT."""
+    from flows.pipeline import larev_pipeline
+    from larev.bench.quality import combine_seeds, reseeded, seeds_markdown, write_quality_outputs
+    _wait_for_api(args)
+    per_seed = {}
+    for seed in range(args.seeds):
+        params = reseeded(args.params, seed).model_copy(update={"run_name": f"{args.params.run_name}-seed{seed}"})
+        print(f"seed {seed} of {args.seeds}: run {params.run_name}", flush=True)
+        started = time.perf_counter()
+        result = larev_pipeline(params)
+        seconds = time.perf_counter() - started
+        run_dir = Path(result["run_dir"])
+        seed_out = out / f"seed-{seed}"
+        write_quality_outputs(run_dir, seed_out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir) if seed == 0 else None)
+        per_seed[seed] = json.loads((seed_out / "results.json").read_text())
+        print_results(str(run_dir), result["steps"], seconds)
+    combined = combine_seeds(per_seed)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(combined, indent=2))
+    (out / "results.md").write_text(seeds_markdown(combined, title=f"larev bench quality: {args.params.run_name}, "
+                                                                  f"{args.seeds} seeds"))
 
 
 def _timed_run(argv: list[str]) -> tuple[float, float]:

@@ -182,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="rebuild the outputs from this finished run directory instead of running")
     quality.add_argument("--no-stress", action="store_true",
                          help="skip FTC and the AddText stress test on the gold rationales")
+    quality.add_argument("--seeds", type=int, default=1,
+                         help="run the protocol this many times, seed offsets 0..N-1 on every model, data-order, "
+                              "paraphraser and probe seed (default: %(default)s); results.json then holds means "
+                              "over seeds with their sd, and each seed's outputs go to OUT/seed-<i>. The stress "
+                              "tests run on seed 0 only")
     _server_option(quality)
     quality.set_defaults(func=cmd.bench_quality)
 

@@ -5,7 +5,11 @@ results.json = {"scores": {METRIC: {VARIANT: float}}, "accuracy": {METRIC: {VARI
 With the stress tests (`larev ftc` / `larev addtext` on the gold rationales), also
 "ftc": {"task_model", "extractor", "alpha", "n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl",
         "ftc_wasserstein", "by_case": {CASE: {...}}, "unextracted_reasons": {REASON: int}} and
-"addtext": {METRIC: {KIND: {"mean_shift", "rise_share", "n"}, "all": {...}}}.
+"addtext": {METRIC: {KIND: {"mean_shift", "rise_share", "n"}, "all": {...}}}, and "leakage": what the leakage
+spans removed ({"larev": {"e3_coverage", "span_recall", "residual_accuracy", "residual_before", "reference",
+"chance", "converged"}, "rora": {SOURCE: {"residual_accuracy", "accuracy_unmasked", "chance", "residual_gain"}}}).
+With several seeds (`combine_seeds`), the top-level numbers are means over seeds, beside "seeds", "per_seed",
+"seed_sd" and "positive_in_every_seed".
 METRIC is rev, larev (and larev_<ablation>), rora, rq, las. `scores` are the aggregate scores (REV eq. 6, LAREV
 eq. 4.4, RORA eq. 10 averaged; RQ's mean accuracy gain; LAS's macro-average), `accuracy` the accuracy of the
 evaluator that reads the rationale. An undefined value (LAS with an empty group) is null.
@@ -18,6 +22,7 @@ import math
 from pathlib import Path
 
 import polars as pl
+from pydantic import BaseModel
 
 from larev.metrics.bootstrap import bootstrap_intervals
 from larev.metrics.scores import VARIANTS, separations
@@ -99,7 +104,29 @@ def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str
         markdown_table(wide), "",
         "## Separations: gold minus each degraded variant (all positive = the metric ranks gold first)", "",
         markdown_table(seps) if seps.height else markdown_table(separation_table(summary)), "",
-        "## Accuracy of the evaluator that reads the rationale", "", markdown_table(acc), ""])
+        "## Accuracy of the evaluator that reads the rationale", "", markdown_table(acc), "",
+        *leakage_markdown(results.get("leakage", {}))])
+
+
+def leakage_markdown(leakage: dict) -> list[str]:
+    """The "leakage" entry as a short section (nothing when it is empty)."""
+    lines = []
+    if "larev" in leakage:
+        la = leakage["larev"]
+
+        def fmt(key: str) -> str:
+            return "n/a" if la.get(key) is None else f"{la[key]:.3f}"
+
+        lines += ["## What LAREV's leakage spans removed", "",
+                  f"Fresh probe on the training split's b: {fmt('residual_before')} unmasked, "
+                  f"{fmt('residual_accuracy')} with the spans masked; on x alone {fmt('reference')}; chance "
+                  f"{fmt('chance')}. Span recall {fmt('span_recall')}, E3 coverage {fmt('e3_coverage')}"
+                  + ("" if la.get("converged", True) else "; the span rule hit its size cap") + ".", ""]
+    if "rora" in leakage:
+        rows = [{"source": s, **v} for s, v in leakage["rora"].items()]
+        lines += ["## What RORA's leaky spans left (probe accuracy on the masked rationales)", "",
+                  markdown_table(pl.DataFrame(rows)), ""]
+    return lines
 
 
 def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: float | None, n_boot: int,
@@ -111,6 +138,9 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     n_test = scores.filter(pl.col("source") == "gold")["id"].n_unique()
     intervals = bootstrap_intervals(scores, n_boot=n_boot, seed=0) if n_boot > 0 else None
     results = quality_results(summary, n_test=n_test, seconds=seconds, intervals=intervals)
+    leakage = leakage_results(run_dir) if (run_dir / "run.json").exists() else {}
+    if leakage:
+        results["leakage"] = leakage
     markdown = quality_markdown(summary, results, title=title)
     out.mkdir(parents=True, exist_ok=True)
     if stress_dir is not None:
@@ -132,3 +162,141 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     if intervals is not None:
         intervals.write_csv(out / "results.csv")
     (out / "separations.png").write_bytes(separation_plot(summary, intervals))
+
+
+# ----------------------------------------------------------------------------------------------- leakage and seeds
+
+
+def leakage_results(run_dir: Path) -> dict:
+    """results.json's "leakage" entry from a finished run's diagnostic tables (empty parts left out).
+
+    larev: E3 coverage (share of rows with a leakage span that have an E3), span recall against the known label
+    phrases, the probe's residual accuracy on the masked b before/after, the probe on x (reference) and chance.
+    rora: per source, the probe's accuracy on the masked rationales, unmasked, and chance; residual_gain (the
+    masked-rationale probe beside x, RORA's residual rule) is null until the residual check reads (x, masked r).
+    """
+    from larev.methods.leakage_aware.environments import ANTONYM, coverage
+    from tasks.export import read_run
+    from storage import ArtifactStore
+
+    run = read_run(run_dir)
+    store = ArtifactStore(run["artifact_root"])
+    artifacts = run["artifacts"]
+    out: dict = {}
+    if "leakage_spans" in artifacts:
+        row = store.read_parquet(artifacts["leakage_spans"]["key"]).row(0, named=True)
+        larev = {"residual_accuracy": _number(row["residual_after"]),
+                 "residual_before": _number(row["residual_before"]), "reference": _number(row["reference"]),
+                 "chance": _number(row["chance"]), "span_recall": _number(row["span_recall"]),
+                 "converged": bool(row["converged"]), "chosen": row["chosen"]}
+        if "environments" in artifacts:
+            larev["e3_coverage"] = _number(coverage(store.read_parquet(artifacts["environments"]["key"])).get(ANTONYM))
+        out["larev"] = larev
+    rora = {}
+    for name, ref in artifacts.items():
+        if name.startswith("rora_leakage:"):
+            row = store.read_parquet(ref["key"]).row(0, named=True)
+            rora[name.split(":", 1)[1]] = {
+                "residual_accuracy": _number(row["accuracy_masked"]),
+                "accuracy_unmasked": _number(row["accuracy_unmasked"]), "chance": _number(row["chance"]),
+                "residual_gain": _number(row.get("residual_gain"))}
+    if rora:
+        out["rora"] = rora
+    return out
+
+
+def reseeded(config: BaseModel, offset: int) -> BaseModel:
+    """`config` with every `seed` field moved by `offset` (model initialisation, data order, the paraphraser, the
+    antonym and probe draws), except the data generator's: a seed changes training, not the data."""
+    if offset == 0:
+        return config
+    update = {}
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if name == "seed" and isinstance(value, int) and "Data" not in type(config).__name__:
+            update[name] = value + offset
+        elif isinstance(value, BaseModel):
+            update[name] = reseeded(value, offset)
+    return config.model_copy(update=update)
+
+
+def _mean_sd(values: list[float | None]) -> tuple[float | None, float | None]:
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return None, None
+    mean = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return mean, sd
+
+
+def _combine(per_seed: list[dict]) -> tuple[dict, dict]:
+    """Means and standard deviations over seeds of a nested {a: {b: number}} mapping."""
+    means: dict = {}
+    sds: dict = {}
+    for outer in per_seed[0]:
+        for inner in per_seed[0][outer]:
+            values = [s.get(outer, {}).get(inner) for s in per_seed]
+            if all(isinstance(v, (int, float)) or v is None for v in values):
+                mean, sd = _mean_sd(values)
+                means.setdefault(outer, {})[inner] = mean
+                sds.setdefault(outer, {})[inner] = sd
+    return means, sds
+
+
+def combine_seeds(per_seed: dict[int, dict]) -> dict:
+    """One results.json over several seeds: scores, accuracy, separations and leakage as means over seeds, plus
+    "seeds", "per_seed" ({seed: {"scores", "separations", "leakage"}}), "seed_sd" ({METRIC: {QUANTITY: sd}}, the
+    sample sd over seeds of each variant's score and each separation: training variance, which the per-seed
+    bootstrap intervals do not cover) and "positive_in_every_seed" ({METRIC: {PAIR: bool}})."""
+    seeds = sorted(per_seed)
+    results = [per_seed[s] for s in seeds]
+    scores, score_sd = _combine([r["scores"] for r in results])
+    accuracy, _ = _combine([r["accuracy"] for r in results])
+    seps, sep_sd = _combine([r["separations"] for r in results])
+    out = {"scores": scores, "accuracy": accuracy, "separations": seps, "n_test": results[0]["n_test"],
+           "seconds": round(sum(r.get("seconds") or 0 for r in results), 1), "seeds": seeds,
+           "per_seed": {str(s): {k: r.get(k) for k in ("scores", "separations", "leakage")}
+                        for s, r in zip(seeds, results)},
+           "seed_sd": {m: {**score_sd.get(m, {}), **sep_sd.get(m, {})} for m in scores},
+           "positive_in_every_seed": {m: {p: all((r["separations"].get(m, {}).get(p) or 0) > 0 for r in results)
+                                          for p in seps.get(m, {})} for m in seps}}
+    if all("leakage" in r and "larev" in r["leakage"] for r in results):
+        larev, _ = _combine([{"larev": {k: v for k, v in r["leakage"]["larev"].items() if not isinstance(v, str)}}
+                             for r in results])
+        out["leakage"] = {"larev": larev["larev"]}
+    return out
+
+
+def seeds_markdown(results: dict, *, title: str) -> str:
+    """results.md of a multi-seed run: mean ± sd over seeds, the per-seed separations, what the numbers cover."""
+    seeds = results["seeds"]
+    metrics = list(results["scores"])
+    sd = results["seed_sd"]
+
+    def cell(m: str, q: str, table: dict) -> str:
+        v = table.get(m, {}).get(q)
+        return "nan" if v is None else f"{v:.3f} ± {sd.get(m, {}).get(q) or 0:.3f}"
+
+    pairs = ["gold-leaky", "gold-gold_leaky", "gold-vacuous", "SUM"]
+    wide = pl.DataFrame([{"metric": m, **{v: cell(m, v, results["scores"]) for v in VARIANTS}} for m in metrics])
+    seps = pl.DataFrame([{"metric": m, **{p: cell(m, p, results["separations"]) for p in pairs},
+                          "positive in every seed": ", ".join(p for p in pairs[:3]
+                                                              if results["positive_in_every_seed"][m].get(p))
+                          or "none"} for m in metrics if results["separations"].get(m)])
+    per_seed = pl.DataFrame([{"seed": int(s), "metric": m,
+                              **{p: r["separations"].get(m, {}).get(p) for p in pairs}}
+                             for s, r in results["per_seed"].items() for m in metrics if r["separations"].get(m)])
+    lines = [f"# {title}", "",
+             f"{len(seeds)} seeds ({', '.join(map(str, seeds))}: model initialisation, data order, paraphraser and "
+             f"probe draws), {results['n_test']} test examples, {results['seconds']:.0f} s in all. Cells are the "
+             "mean over seeds ± the sample standard deviation over seeds (training variance). Bootstrap intervals "
+             "over test examples, which cover test sampling only, are in each seed-<i>/results.md. A separation "
+             "counts as positive only when it is positive in every seed.", "",
+             "## Mean score per rationale variant", "", markdown_table(wide), "",
+             "## Separations", "", markdown_table(seps), "",
+             "## Separations per seed", "", markdown_table(per_seed), ""]
+    leak = results.get("leakage", {}).get("larev")
+    if leak:
+        lines += ["## LAREV leakage spans (means over seeds)", "",
+                  ", ".join(f"{k} {v:.3f}" for k, v in leak.items() if isinstance(v, (int, float))) + ".", ""]
+    return "\n".join(lines)
