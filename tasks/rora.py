@@ -67,13 +67,15 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
                      training_rationales: ArtifactRef, config: LeakageDetectionConfig,
                      progress: bool = True) -> dict[str, ArtifactRef]:
     """IG of Phi_small over the training rationales: the global word attribution table (`words`), the leaky
-    spans of every train/validation rationale (`spans`), and a one-row `summary` with the residual leakage: the
-    validation accuracy of a fresh rationale-only model trained on the masked rationales, beside chance and the
-    unmasked model's accuracy. The sentinels stay in the masked text, so where and how many spans were masked
-    counts as information left over."""
+    spans of every train/validation rationale (`spans`: the span rule by default, RORA 3.1's threshold with
+    rule='threshold'), and a one-row `summary` with the residual leakage: the validation accuracy of a fresh
+    probe trained on the masked rationales (beside chance and the unmasked model's accuracy) and, for the span
+    rule, on (x, masked r) against the same probe on x (residual_gain). The sentinels stay in the masked text, so
+    where and how many spans were masked counts as information left over."""
+    from larev.formats import task_inputs
     from larev.leakage.probe import residual_leakage
     from larev.leakage.rationale_model import accuracy_of, load_rationale_model
-    from larev.leakage.spans import detect_leakage
+    from larev.leakage.spans import detect_leakage, detect_leakage_spans
     from larev.methods.rora.infill import mask_spans
 
     df = source_frame(store, examples, training_rationales, source)
@@ -82,21 +84,28 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
     tr, val = split_train_validation(df)
     ordered = pl.concat([tr, val])
     cands = label_sets(ordered)
-    labels = ordered["label"].to_list()
-    table, per_row = detect_leakage(model, ordered["rationale"].to_list(), labels, cands, config, progress=progress,
-                                    n_global=tr.height)
+    labels, rationales, n = ordered["label"].to_list(), ordered["rationale"].to_list(), tr.height
+    chance = sum(1 / len(c) for c in cands[n:]) / (len(cands) - n) if len(cands) > n else float("nan")
+    if config.rule == "spans":
+        table, per_row, found = detect_leakage_spans(model, rationales, labels, cands, task_inputs(ordered), n, config,
+                                                     lambda text, spans: mask_spans(text, spans)[0],
+                                                     progress=progress)
+        extra = {k: found[k] for k in ("accuracy_x", "accuracy_x_masked", "residual_gain", "converged")}
+        masked_accuracy = found["accuracy_masked"]
+    else:
+        table, per_row = detect_leakage(model, rationales, labels, cands, config, progress=progress, n_global=n)
+        masked = [mask_spans(r, s)[0] for r, s in zip(rationales, per_row["spans"].to_list())]
+        masked_accuracy = residual_leakage(masked[:n], labels[:n], cands[:n], masked[n:], labels[n:], cands[n:],
+                                           config.model)
+        extra = {}
     per_row = per_row.drop("row").insert_column(0, ordered["id"])
     # how much label information is left once the spans are masked, and how much there was
-    masked = [mask_spans(r, s)[0] for r, s in zip(ordered["rationale"], per_row["spans"].to_list())]
-    n = tr.height
     summary = pl.DataFrame([{
-        "source": source, "threshold": config.threshold, "leaky_words": int(table["leaky"].sum()),
+        "source": source, "rule": config.rule, "threshold": config.threshold, "leaky_words": int(table["leaky"].sum()),
         "with_spans": float((per_row["span_source"] != "none").mean()),
-        "by_fallback": float((per_row["span_source"] == "fallback").mean()),
-        "chance": sum(1 / len(c) for c in cands[n:]) / (len(cands) - n) if len(cands) > n else float("nan"),
-        "accuracy_unmasked": accuracy_of(model, ordered["rationale"].to_list()[n:], labels[n:], cands[n:]),
-        "accuracy_masked": residual_leakage(masked[:n], labels[:n], cands[:n], masked[n:], labels[n:], cands[n:],
-                                            config.model)}])
+        "by_fallback": float((per_row["span_source"] == "fallback").mean()), "chance": chance,
+        "accuracy_unmasked": accuracy_of(model, rationales[n:], labels[n:], cands[n:]),
+        "accuracy_masked": masked_accuracy, **extra}])
     return {"words": put_table(store, "word_attributions.parquet", table),
             "spans": put_table(store, "leaky_spans.parquet", per_row),
             "summary": put_table(store, "leakage_summary.parquet", summary)}

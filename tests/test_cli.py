@@ -124,6 +124,8 @@ def test_bench_quality_seeds_option_and_its_check(capsys, tmp_path):
     args = build_parser().parse_args(["bench", "quality", "--out", str(tmp_path), "--seeds", "3"])
     assert args.seeds == 3
     assert build_parser().parse_args(["bench", "quality", "--out", str(tmp_path)]).seeds == 1
-    # a bad count fails before any server or flow starts, with the one message
-    assert main(["bench", "quality", "--out", str(tmp_path), "--seeds", "0", "--server", "local"]) == 2
-    assert "--seeds must be at least 1, got 0" in capsys.readouterr().err
+    # a bad count fails while parsing, before any server or flow starts, with the one message
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "quality", "--out", str(tmp_path), "--seeds", "0", "--server", "local"])
+    assert exc.value.code == 2 and "--seeds: must be at least 1, got 0" in capsys.readouterr().err
+    assert build_parser().parse_args(["bench", "quality", "--out", "o", "--first-seed", "2"]).first_seed == 2

@@ -218,6 +218,14 @@ def test_bench_quality_outputs_rebuilt_from_a_run(first_run, tmp_path):
     assert set(results["addtext"]["rev"]) == {"rand", "wiki", "adv", "all"}
     assert results["addtext"]["rev"]["all"]["n"] == 12 * 9 and 0 <= results["addtext"]["rq"]["all"]["rise_share"] <= 1
     assert "AddText" in (out / "results.md").read_text() and (out / "addtext.png").exists()
+    # what the leakage spans removed, for both methods
+    larev = results["leakage"]["larev"]
+    assert 0 <= larev["residual_accuracy"] <= 1 and 0 <= larev["e3_coverage"] <= 1
+    assert larev["chance"] == pytest.approx(1 / 3)
+    assert isinstance(larev["reliance_phi"], float) and isinstance(larev["reliance_phi_la"], float)
+    assert set(results["leakage"]["rora"]) >= {"gold"}
+    assert results["leakage"]["rora"]["gold"]["residual_gain"] is not None
+    assert "What LAREV's leakage spans removed" in (out / "results.md").read_text()
 
 
 def test_same_seed_gives_identical_scores_on_cpu(first_run, tmp_path):

@@ -173,3 +173,43 @@ def test_phi_la_trains_with_label_set_irm():
                                  LeakageAwareConfig(irm_on="label_set"), "nli", progress=False, log_every=1)
     assert all(t.irm >= 0 for t in result.trace) and any(t.irm > 0 for t in result.trace)
     assert any(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
+
+
+def test_phi_la_relies_less_on_the_leakage_span_than_phi():
+    """The claim of LAREV, on planted data: b states the label with a cue word, the rationale names it with a
+    word that is right 80 % of the time. phi (trained on [r, b]) reads the cue; phi_LA (trained on the three
+    environments with the IRM and probe terms) should take less of its label from it: smaller
+    log p(y | no rationale, b) - log p(y | no rationale, masked b)."""
+    import random
+
+    from larev.methods.leakage_aware.reliance import leakage_reliance
+
+    rng = random.Random(0)
+    cue = {"entailment": "implies", "contradiction": "contradicts", "neutral": "unrelated"}
+    anti = {"entailment": "contradicts", "contradiction": "unrelated", "neutral": "implies"}
+    hint = {"entailment": "fruit", "contradiction": "tool", "neutral": "sleeps"}
+    rows = []
+    for i in range(180):
+        y = LABELS[i % 3]
+        word = hint[y] if rng.random() < 0.8 else hint[rng.choice(LABELS)]
+        subject = rng.choice(["man", "dog"])
+        rows.append((y, f"a {word}", f"a {subject} {cue[y]} a dog", f"a {subject} <mask> a dog",
+                     f"a {subject} {anti[y]} a dog"))
+    train, test = rows[:150], rows[150:]
+    config = TrainConfig(epochs=4, batch_size=8, learning_rate=3e-3)
+    phi = tiny_evaluator(WORDS + LABELS, seed=0)
+    train_evaluator(phi, [rationale_input(r, b) for _, r, b, _, _ in train], [y for y, *_ in train], [], [], [],
+                    config, progress=False)
+    psi = probe_from(phi)
+    train_evaluator(psi, [baseline_input(m) for _, _, _, m, _ in train], [y for y, *_ in train], [], [], [],
+                    config, progress=False, keep_eval=[psi.model.get_encoder()])
+    phi_la = tiny_evaluator(WORDS + LABELS, seed=1)
+    data = [LAInstance(inputs=tuple(rationale_input(r, e) for e in (b, m, a)), probe_input=baseline_input(m),
+                       label=y, candidates=tuple(LABELS)) for y, r, b, m, a in train]
+    train_leakage_aware(phi_la, psi, data, [], [], config.model_copy(update={"batch_size": 4}),
+                        LeakageAwareConfig(), "nli", progress=False)
+    args = ([b for _, _, b, _, _ in test], [m for _, _, _, m, _ in test], [y for y, *_ in test],
+            [LABELS] * len(test))
+    phi_reliance, phi_la_reliance = leakage_reliance(phi, *args), leakage_reliance(phi_la, *args)
+    assert phi_reliance > 0.3  # phi reads the cue
+    assert phi_la_reliance < phi_reliance / 2

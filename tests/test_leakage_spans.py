@@ -193,3 +193,86 @@ def test_multi_span_environments_rewrite_each_phrase_and_mask_the_rest():
     assert env[("c", "E2")]["baseline"] == b and env[("c", "E2")]["backend"] == "none"
     for i in ("a", "b"):
         assert env[(i, "E3")]["baseline"] != env[(i, "E2")]["baseline"]
+
+
+# --------------------------------------------------------------------------------------------- RORA on r
+
+
+def test_rora_residual_rule_reads_x_with_the_masked_rationale():
+    """Rationales carry two redundant cue phrases of their label; x carries none. The span rule, whose probe
+    reads (x, masked r), must bring the gain over x down to the binomial margin; masking nothing leaves a large
+    gain."""
+    from larev.leakage.rationale_model import train_rationale_model
+    from larev.leakage.spans import LeakageDetectionConfig, detect_leakage_spans
+    from larev.methods.rora.infill import mask_spans
+
+    texts, ys, _, _, xs = _planted(600, seed=5)
+    n_train = 480
+    cands = [list(CUES)] * len(texts)
+    model = train_rationale_model(texts[:n_train], ys[:n_train], cands[:n_train], PROBE)
+    config = LeakageDetectionConfig(n_steps=8, spans=SpanRuleConfig(probe=PROBE))
+
+    def mask(text, spans):
+        return mask_spans(text, spans)[0]
+
+    _, per_row, summary = detect_leakage_spans(model, texts, ys, cands, xs, n_train, config, mask)
+    assert summary["accuracy_x"] < 1 / 3 + 0.1
+    margin = binomial_margin(1 / 3, len(texts) - n_train, 1.96)
+    assert summary["residual_gain"] <= margin + 0.03
+    assert summary["converged"]
+    assert (per_row["span_source"] == "spans").mean() > 0.9
+    unmasked = residual_leakage([f"{x} rationale: {t}" for x, t in zip(xs[:n_train], texts[:n_train])],
+                                ys[:n_train], cands[:n_train],
+                                [f"{x} rationale: {t}" for x, t in zip(xs[n_train:], texts[n_train:])],
+                                ys[n_train:], cands[n_train:], PROBE)
+    assert unmasked - summary["accuracy_x"] > 0.5  # what the rule removed
+
+
+def test_leakage_reliance_is_the_mean_drop_when_the_spans_are_masked():
+    import numpy as np
+
+    from larev.formats import rationale_input
+    from larev.methods.leakage_aware.reliance import leakage_reliance
+    from larev.models.evaluator import score_labels
+    from tests.helpers import tiny_evaluator
+
+    b = ["a dog runs so a dog moves", "a cat sleeps and nothing follows", "a man eats so he is full"]
+    masked = ["a dog runs <mask> a dog moves", "a cat sleeps and <mask>", "a man eats <mask> he is full"]
+    labels = ["entailment", "neutral", "entailment"]
+    cands = [["entailment", "contradiction", "neutral"]] * 3
+    ev = tiny_evaluator(b + masked + labels)
+    assert leakage_reliance(ev, b, b, labels, cands) == 0.0  # nothing masked, nothing taken from the spans
+    one = [score_labels(ev, [rationale_input("", t)], [y], [c]).logp[0] for t, y, c in zip(b, labels, cands)]
+    other = [score_labels(ev, [rationale_input("", t)], [y], [c]).logp[0] for t, y, c in zip(masked, labels, cands)]
+    assert leakage_reliance(ev, b, masked, labels, cands) == pytest.approx(float(np.mean(np.subtract(one, other))))
+
+
+@pytest.mark.parametrize("rule", ["spans", "top_word"])
+def test_find_baseline_spans_shapes_and_summary(rule):
+    from larev.leakage.attribution import AttributionConfig
+    from larev.methods.leakage_aware.leakage_spans import find_baseline_spans
+    from tests.helpers import tiny_evaluator
+
+    rng = random.Random(1)
+    rows = []
+    for i in range(30):
+        y = ["entailment", "contradiction", "neutral"][i % 3]
+        p, h = f"a {rng.choice(FILLER)} runs", f"a {rng.choice(FILLER)} moves"
+        b = {"entailment": f"{p} means that {h}.", "contradiction": f"{p} rules out that {h}.",
+             "neutral": f"{p} does not tell us whether {h}."}[y]
+        rows.append({"id": f"r{i}", "task": "nli", "premise": p, "hypothesis": h, "question": None, "choices": None,
+                     "label": y, "baseline": b})
+    frame = pl.DataFrame(rows)
+    ev = tiny_evaluator(frame["baseline"].to_list() + ["baseline", ":", "entailment", "contradiction", "neutral"])
+    config = AttributionConfig(n_steps=4, rule=rule, spans=SpanRuleConfig(probe=PROBE, min_occurrences=1))
+    out, table, summary = find_baseline_spans(ev, frame, 24, config)
+    assert out.columns == ["id", "term", "spans", "score", "delta"] and out.height == 30
+    for b, spans, term in zip(frame["baseline"], out["spans"].to_list(), out["term"].to_list()):
+        assert all(0 <= s < e <= len(b) for s, e in spans)
+        assert term == (" | ".join(b[s:e] for s, e in spans) if spans else None)
+    if rule == "top_word":
+        assert all(len(s) == 1 for s in out["spans"].to_list())
+    assert {"word", "attribution", "magnitude", "count"} <= set(table.columns)
+    assert summary["chance"] == pytest.approx(1 / 3)
+    assert 0 <= summary["residual_before"] <= 1 and 0 <= summary["residual_after"] <= 1
+    assert summary["span_recall"] is None or 0 <= summary["span_recall"] <= 1

@@ -128,10 +128,7 @@ def bench_quality(args) -> int:
     """The whole protocol on one train/test pair; results.json, results.md, results.csv and separations.png in
     --out. With --from-run, only the outputs are rebuilt from a finished run."""
     from larev.bench.quality import write_quality_outputs
-    from larev.errors import ConfigError
 
-    if args.seeds < 1:
-        raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
     out = Path(args.out)
     if args.from_run:
         run_dir = Path(args.from_run)
@@ -140,7 +137,7 @@ def bench_quality(args) -> int:
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir))
-    elif args.seeds > 1:
+    elif args.seeds > 1 or args.first_seed:
         _bench_seeds(args, out)
     else:
         from flows.pipeline import larev_pipeline
@@ -153,7 +150,7 @@ def bench_quality(args) -> int:
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {args.params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir), result["steps"], seconds)
-    if args.seeds > 1 and not args.from_run:
+    if (args.seeds > 1 or args.first_seed) and not args.from_run:
         print(f"\nBenchmark results in {out}: results.json and results.md over {args.seeds} seeds; each seed's "
               "results in seed-<i>/")
     else:
@@ -163,15 +160,16 @@ def bench_quality(args) -> int:
 
 
 def _bench_seeds(args, out: Path) -> None:
-    """`bench quality --seeds N`: the protocol once per seed offset (run name <name>-seed<i>, outputs in
-    OUT/seed-<i>), then results.json / results.md over seeds in OUT."""
+    """`bench quality --seeds N [--first-seed K]`: the protocol once per seed offset K..K+N-1 (run name
+    <name>-seed<i>, outputs in OUT/seed-<i>), then results.json / results.md over every seed in OUT."""
     from flows.pipeline import larev_pipeline
-    from larev.bench.quality import combine_seeds, reseeded, seeds_markdown, write_quality_outputs
+    from larev.bench.quality import reseeded, write_quality_outputs, write_seed_summary
+
     _wait_for_api(args)
-    per_seed = {}
-    for seed in range(args.seeds):
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    for n, seed in enumerate(seeds, 1):
         params = reseeded(args.params, seed).model_copy(update={"run_name": f"{args.params.run_name}-seed{seed}"})
-        print(f"seed {seed} of {args.seeds}: run {params.run_name}", flush=True)
+        print(f"seed {seed} ({n} of {len(seeds)}): run {params.run_name}", flush=True)
         started = time.perf_counter()
         result = larev_pipeline(params)
         seconds = time.perf_counter() - started
@@ -179,13 +177,8 @@ def _bench_seeds(args, out: Path) -> None:
         seed_out = out / f"seed-{seed}"
         write_quality_outputs(run_dir, seed_out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir) if seed == 0 else None)
-        per_seed[seed] = json.loads((seed_out / "results.json").read_text())
         print_results(str(run_dir), result["steps"], seconds)
-    combined = combine_seeds(per_seed)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(combined, indent=2))
-    (out / "results.md").write_text(seeds_markdown(combined, title=f"larev bench quality: {args.params.run_name}, "
-                                                                  f"{args.seeds} seeds"))
+    write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}")
 
 
 def _timed_run(argv: list[str]) -> tuple[float, float]:

@@ -141,6 +141,20 @@ def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentPars
     return p
 
 
+def _at_least(minimum: int):
+    """An argparse type: an integer >= minimum (checked while parsing, before any server starts)."""
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return check
+
+
 def build_parser() -> argparse.ArgumentParser:
     import flows.cli.commands as cmd
 
@@ -182,11 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="rebuild the outputs from this finished run directory instead of running")
     quality.add_argument("--no-stress", action="store_true",
                          help="skip FTC and the AddText stress test on the gold rationales")
-    quality.add_argument("--seeds", type=int, default=1,
+    quality.add_argument("--seeds", type=_at_least(1), default=1,
                          help="run the protocol this many times, seed offsets 0..N-1 on every model, data-order, "
                               "paraphraser and probe seed (default: %(default)s); results.json then holds means "
                               "over seeds with their sd, and each seed's outputs go to OUT/seed-<i>. The stress "
                               "tests run on seed 0 only")
+    quality.add_argument("--first-seed", type=_at_least(0), default=0,
+                         help="the first seed offset (default: %(default)s): --first-seed 3 --seeds 2 adds seeds 3 "
+                              "and 4 to a study in the same OUT; results.json covers every seed-<i> there")
     _server_option(quality)
     quality.set_defaults(func=cmd.bench_quality)
 

@@ -7,7 +7,8 @@ With the stress tests (`larev ftc` / `larev addtext` on the gold rationales), al
         "ftc_wasserstein", "by_case": {CASE: {...}}, "unextracted_reasons": {REASON: int}} and
 "addtext": {METRIC: {KIND: {"mean_shift", "rise_share", "n"}, "all": {...}}}, and "leakage": what the leakage
 spans removed ({"larev": {"e3_coverage", "span_recall", "residual_accuracy", "residual_before", "reference",
-"chance", "converged"}, "rora": {SOURCE: {"residual_accuracy", "accuracy_unmasked", "chance", "residual_gain"}}}).
+"chance", "converged", "reliance_phi", "reliance_phi_la"}, "rora": {SOURCE: {"residual_accuracy",
+"accuracy_unmasked", "chance", "residual_gain"}}}).
 With several seeds (`combine_seeds`), the top-level numbers are means over seeds, beside "seeds", "per_seed",
 "seed_sd" and "positive_in_every_seed".
 METRIC is rev, larev (and larev_<ablation>), rora, rq, las. `scores` are the aggregate scores (REV eq. 6, LAREV
@@ -121,7 +122,10 @@ def leakage_markdown(leakage: dict) -> list[str]:
                   f"Fresh probe on the training split's b: {fmt('residual_before')} unmasked, "
                   f"{fmt('residual_accuracy')} with the spans masked; on x alone {fmt('reference')}; chance "
                   f"{fmt('chance')}. Span recall {fmt('span_recall')}, E3 coverage {fmt('e3_coverage')}"
-                  + ("" if la.get("converged", True) else "; the span rule hit its size cap") + ".", ""]
+                  + ("" if la.get("converged", True) else "; the span rule hit its size cap") + ".", "",
+                  f"Reliance on the spans, mean log p(y | no rationale, b) - log p(y | no rationale, masked b) over "
+                  f"the validation rows: phi {fmt('reliance_phi')}, phi_LA {fmt('reliance_phi_la')} nats (LAREV "
+                  "aims to make phi_LA's smaller).", ""]
     if "rora" in leakage:
         rows = [{"source": s, **v} for s, v in leakage["rora"].items()]
         lines += ["## What RORA's leaky spans left (probe accuracy on the masked rationales)", "",
@@ -171,9 +175,10 @@ def leakage_results(run_dir: Path) -> dict:
     """results.json's "leakage" entry from a finished run's diagnostic tables (empty parts left out).
 
     larev: E3 coverage (share of rows with a leakage span that have an E3), span recall against the known label
-    phrases, the probe's residual accuracy on the masked b before/after, the probe on x (reference) and chance.
-    rora: per source, the probe's accuracy on the masked rationales, unmasked, and chance; residual_gain (the
-    masked-rationale probe beside x, RORA's residual rule) is null until the residual check reads (x, masked r).
+    phrases, the probe's residual accuracy on the masked b before/after, the probe on x (reference) and chance,
+    and how much phi and phi_LA read the label from the spans (reliance, nats, validation rows).
+    rora: per source, the probe's accuracy on the masked rationales, unmasked, and chance; residual_gain: the
+    probe on (x, masked r) minus the same probe on x (RORA's residual rule; null with rule='threshold').
     """
     from larev.methods.leakage_aware.environments import ANTONYM, coverage
     from tasks.export import read_run
@@ -190,7 +195,10 @@ def leakage_results(run_dir: Path) -> dict:
                  "chance": _number(row["chance"]), "span_recall": _number(row["span_recall"]),
                  "converged": bool(row["converged"]), "chosen": row["chosen"]}
         if "environments" in artifacts:
-            larev["e3_coverage"] = _number(coverage(store.read_parquet(artifacts["environments"]["key"])).get(ANTONYM))
+            envs = store.read_parquet(artifacts["environments"]["key"])
+            larev["e3_coverage"] = _number(coverage(envs).get(ANTONYM))
+            if {"phi", "larev", "examples"} <= set(artifacts):
+                larev |= _reliance(store, artifacts, envs)
         out["larev"] = larev
     rora = {}
     for name, ref in artifacts.items():
@@ -203,6 +211,25 @@ def leakage_results(run_dir: Path) -> dict:
     if rora:
         out["rora"] = rora
     return out
+
+
+def _reliance(store, artifacts: dict, envs: pl.DataFrame) -> dict:
+    """phi's and phi_LA's reliance on b's leakage spans (larev/methods/leakage_aware/reliance.py) over the
+    validation rows that have a span."""
+    from larev.methods.leakage_aware.environments import MASKED, ORIGINAL
+    from larev.methods.leakage_aware.reliance import leakage_reliance
+    from larev.models.evaluator import load_evaluator
+    from larev.schema import label_sets
+
+    examples = store.read_parquet(artifacts["examples"]["key"]).filter(pl.col("split") == "validation")
+    wide = (envs.filter(pl.col("term").is_not_null()).pivot(on="env", index="id", values="baseline")
+            .join(examples, on="id", how="inner"))
+    if wide.is_empty():
+        return {}
+    args = (wide[ORIGINAL].to_list(), wide[MASKED].to_list(), wide["label"].to_list(), label_sets(wide))
+    return {f"reliance_{name}": leakage_reliance(load_evaluator(store.get_dir(artifacts[key]["key"]), device="cpu"),
+                                                 *args)
+            for name, key in (("phi", "phi"), ("phi_la", "larev"))}
 
 
 def reseeded(config: BaseModel, offset: int) -> BaseModel:
@@ -300,3 +327,14 @@ def seeds_markdown(results: dict, *, title: str) -> str:
         lines += ["## LAREV leakage spans (means over seeds)", "",
                   ", ".join(f"{k} {v:.3f}" for k, v in leak.items() if isinstance(v, (int, float))) + ".", ""]
     return "\n".join(lines)
+
+
+def write_seed_summary(out: Path, *, title: str) -> dict:
+    """results.json / results.md over every OUT/seed-<i>/results.json (so a later `--first-seed` run extends the
+    study); returns the combined results."""
+    per_seed = {int(d.name.split("-", 1)[1]): json.loads((d / "results.json").read_text())
+                for d in out.glob("seed-*") if d.name.split("-", 1)[1].isdigit() and (d / "results.json").exists()}
+    combined = combine_seeds(per_seed)
+    (out / "results.json").write_text(json.dumps(combined, indent=2))
+    (out / "results.md").write_text(seeds_markdown(combined, title=f"{title}, {len(per_seed)} seeds"))
+    return combined

@@ -43,6 +43,41 @@ from larev.leakage.rationale_model import (RationaleModel, RationaleModelConfig,
                                            words_with_offsets)
 
 
+class SpanRuleConfig(_Config):
+    """The span rule: global ranking, phrase expansion and the residual-leakage stopping rule."""
+
+    ranking: Literal["auto", "global", "per_row"] = Field(
+        "auto", description="global: words ranked by the training split's mean attribution share (label cues "
+                            "shared across rows, NLI relation phrases); per_row: each row's own top words (cues "
+                            "that differ per row, a QA answer); auto: per_row for QA, global otherwise")
+    expand_threshold: float = Field(0.02, ge=0, le=1, description="a neighbour of a chosen word joins its span "
+                                                                  "when its attribution share in that row is at "
+                                                                  "least this")
+    by: Literal["attribution", "magnitude"] = Field(
+        "attribution", description="global ranking and phrase growth by the mean signed share (evidence for the "
+                                   "gold label) or by the mean absolute share (a word whose removal moves "
+                                   "log p(label) either way); on e-SNLI the signed ranking reached the stopping "
+                                   "level and the absolute one did not (docs/benchmarks.md)")
+    min_occurrences: int = Field(3, ge=1, description="global ranking: words seen fewer times are never chosen")
+    per_label: bool = Field(True, description="global ranking: rank words within each gold label's training rows "
+                                               "and take them in turn (one label's strong cues cannot push another "
+                                               "label's weaker cues down the list)")
+    min_row_share: float = Field(0.01, ge=0, le=1, description="global ranking: words in fewer than this share of "
+                                                                "the training rows are never chosen (rare words "
+                                                                "have noisy means)")
+    max_words: int = Field(64, ge=1, description="global ranking: the most words the rule may choose (it tries "
+                                                 "1, 2, 4, ... up to this)")
+    max_per_row: int = Field(3, ge=1, description="per-row ranking: the most top words per row (it tries 1, 2, ...)")
+    probe_rounds: int = Field(4, ge=0, description="after the attribution ranking, rounds that add the words the "
+                                                   "residual probe itself reads the label from (its own IG on the "
+                                                   "masked training texts), for cues the evaluator's IG misses")
+    probe_words: int = Field(8, ge=1, description="words added per probe round")
+    z: float = Field(1.96, gt=0, description="binomial margin of the stopping rule: residual <= max(reference, "
+                                             "chance) + z * sqrt(p (1 - p) / n_validation)")
+    probe: RationaleModelConfig = Field(default_factory=RationaleModelConfig,
+                                        description="the fresh probe that measures residual leakage (bag of n-grams)")
+
+
 class LeakageDetectionConfig(_Config):
     """Which words count as leaky (RORA 3.1)."""
 
@@ -55,6 +90,10 @@ class LeakageDetectionConfig(_Config):
     min_occurrences: int = Field(3, ge=1, description="words seen fewer times are never leaky")
     fallback_top_k: int = Field(0, ge=0, description="rationales with no leaky word: mask this many top-attributed "
                                                      "words anyway (the reference code's hidden top-2); 0 = off")
+    rule: Literal["spans", "threshold"] = Field(
+        "spans", description="spans: the span rule (`select_leakage_spans`), its probe reading (x, masked r) "
+                             "against x; threshold: RORA 3.1's fixed threshold on the global table")
+    spans: SpanRuleConfig = Field(default_factory=SpanRuleConfig, description="the span rule (rule='spans')")
 
 
 def attribution_shares(scores: list[float]) -> list[float]:
@@ -136,41 +175,6 @@ def detect_leakage(model: RationaleModel, texts: list[str], labels: list[str], c
 
 Span = tuple[int, int]
 Word = tuple[str, int, int]  # lower-cased word and its character span
-
-
-class SpanRuleConfig(_Config):
-    """The span rule: global ranking, phrase expansion and the residual-leakage stopping rule."""
-
-    ranking: Literal["auto", "global", "per_row"] = Field(
-        "auto", description="global: words ranked by the training split's mean attribution share (label cues "
-                            "shared across rows, NLI relation phrases); per_row: each row's own top words (cues "
-                            "that differ per row, a QA answer); auto: per_row for QA, global otherwise")
-    expand_threshold: float = Field(0.02, ge=0, le=1, description="a neighbour of a chosen word joins its span "
-                                                                  "when its attribution share in that row is at "
-                                                                  "least this")
-    by: Literal["attribution", "magnitude"] = Field(
-        "attribution", description="global ranking and phrase growth by the mean signed share (evidence for the "
-                                   "gold label) or by the mean absolute share (a word whose removal moves "
-                                   "log p(label) either way); on e-SNLI the signed ranking reached the stopping "
-                                   "level and the absolute one did not (docs/benchmarks.md)")
-    min_occurrences: int = Field(3, ge=1, description="global ranking: words seen fewer times are never chosen")
-    per_label: bool = Field(True, description="global ranking: rank words within each gold label's training rows "
-                                               "and take them in turn (one label's strong cues cannot push another "
-                                               "label's weaker cues down the list)")
-    min_row_share: float = Field(0.01, ge=0, le=1, description="global ranking: words in fewer than this share of "
-                                                                "the training rows are never chosen (rare words "
-                                                                "have noisy means)")
-    max_words: int = Field(64, ge=1, description="global ranking: the most words the rule may choose (it tries "
-                                                 "1, 2, 4, ... up to this)")
-    max_per_row: int = Field(3, ge=1, description="per-row ranking: the most top words per row (it tries 1, 2, ...)")
-    probe_rounds: int = Field(4, ge=0, description="after the attribution ranking, rounds that add the words the "
-                                                   "residual probe itself reads the label from (its own IG on the "
-                                                   "masked training texts), for cues the evaluator's IG misses")
-    probe_words: int = Field(8, ge=1, description="words added per probe round")
-    z: float = Field(1.96, gt=0, description="binomial margin of the stopping rule: residual <= max(reference, "
-                                             "chance) + z * sqrt(p (1 - p) / n_validation)")
-    probe: RationaleModelConfig = Field(default_factory=RationaleModelConfig,
-                                        description="the fresh probe that measures residual leakage (bag of n-grams)")
 
 
 def ranked_words(table: pl.DataFrame, min_occurrences: int, by: str = "attribution") -> list[str]:
@@ -403,3 +407,60 @@ def select_leakage_spans(words: Sequence[Sequence[Word]], shares: Sequence[Seque
                      len(chosen_words), "probe"):
                 break
     return selection
+
+
+def detect_leakage_spans(model: RationaleModel, texts: list[str], labels: list[str], candidates: list[list[str]],
+                         x_texts: list[str], n_train: int, config: LeakageDetectionConfig,
+                         mask: Callable[[str, list[Span]], str], *,
+                         progress: bool = False) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    """The span rule on rationales (RORA's side): IG of the rationale-only model `model` ranks the words, and the
+    residual probe reads (x, masked r), stopping when it is no better than the same probe on x alone.
+
+    texts/labels/candidates/x_texts: training rows first (`n_train`), then validation rows; mask: a rationale with
+    its spans masked (RORA's numbered sentinels, so where and how many spans were masked stays visible). Returns the
+    global
+    table and the per-rationale frame of `detect_leakage`, and a summary (accuracy_x, accuracy_x_masked,
+    residual_gain = accuracy_x_masked - accuracy_x, accuracy_masked (the probe on the masked r alone), converged,
+    chosen, steps).
+    """
+    from larev.leakage.probe import probe_attributions, residual_leakage
+
+    scores = word_attributions(model, texts, labels, candidates, config, progress=progress)
+    words = [words_with_offsets(t)[: model.config.max_words] for t in texts]
+    shares = [attribution_shares(s) for s in scores]
+    probe = config.spans.probe
+
+    def accuracy(inputs: list[str]) -> float:
+        return residual_leakage(inputs[:n_train], labels[:n_train], candidates[:n_train], inputs[n_train:],
+                                labels[n_train:], candidates[n_train:], probe)
+
+    def with_x(spans: list[list[Span]]) -> list[str]:
+        return [f"{x} rationale: {mask(t, s)}" for x, t, s in zip(x_texts, texts, spans)]
+
+    def probe_ranking(spans: list[list[Span]]) -> list[str]:
+        masked = [mask(t, s) for t, s in zip(texts[:n_train], spans[:n_train])]
+        probe_words, probe_scores = probe_attributions(masked, labels[:n_train], candidates[:n_train], probe)
+        return global_ranking(probe_words, [attribution_shares(s) for s in probe_scores],
+                              config.spans.model_copy(update={"by": "attribution"}),
+                              labels[:n_train] if config.spans.per_label else None)
+
+    reference = accuracy(list(x_texts))
+    n_val = len(texts) - n_train
+    chance = sum(1 / len(c) for c in candidates[n_train:]) / max(1, n_val)
+    ranking = config.spans.ranking if config.spans.ranking != "auto" else "global"
+    selection = select_leakage_spans(words, shares, n_train, config.spans, ranking=ranking,
+                                     residual=lambda spans: accuracy(with_x(spans)), reference=reference,
+                                     n_validation=n_val, chance=chance, labels=labels, probe_ranking=probe_ranking)
+    table = global_attribution([[w for w, _, _ in row] for row in words[:n_train]], shares[:n_train])
+    chosen = set(selection.chosen) if isinstance(selection.chosen, list) else set()
+    table = table.with_columns(leaky=pl.col("word").is_in(sorted(chosen)))
+    rows = [{"row": i, "n_words": len(w), "spans": [list(s) for s in spans],
+             "span_source": "spans" if spans else "none", "leaky_text": " | ".join(t[s:e] for s, e in spans)}
+            for i, (t, w, spans) in enumerate(zip(texts, words, selection.spans))]
+    per_row = pl.DataFrame(rows, schema={"row": pl.Int64, "n_words": pl.Int64, "spans": pl.List(pl.List(pl.Int64)),
+                                         "span_source": pl.String, "leaky_text": pl.String})
+    summary = {"rule": "spans", "accuracy_x": reference, "accuracy_x_masked": selection.residual_after,
+               "residual_gain": selection.residual_after - reference, "converged": selection.converged,
+               "chosen": ", ".join(sorted(chosen)), "steps": selection.steps,
+               "accuracy_masked": accuracy([mask(t, s) for t, s in zip(texts, selection.spans)])}
+    return table, per_row, summary

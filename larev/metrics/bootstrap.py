@@ -5,8 +5,8 @@ Resampling unit: the test example. One resample draws n example ids with replace
 of every metric is re-aggregated on the same draw, so a separation (gold minus a degraded variant, computed on
 the same examples) gets a paired interval. Aggregates follow `larev.metrics.scores.summarise`: each metric's rows
 name their aggregate kind (the mean pointwise score, or LAS's macro-average over leaking and non-leaking
-rationales, NaN when a resample has an empty group). Intervals are percentile intervals over `n_boot` resamples, ignoring NaN resamples; the `nan_share`
-column says how many were NaN.
+rationales, NaN when a resample has an empty group). Intervals are percentile intervals over `n_boot` resamples,
+ignoring NaN resamples; the `nan_share` column says how many were NaN.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ def rora_diagnostics(tables: dict[str, pl.DataFrame]) -> str:
                                                   words["leaky"].sum() > len(leaky) else "")}
         leakage = tables.get(f"rora_leakage:{source}")
         if leakage is not None and leakage.height:
-            row |= {k: leakage[k][0] for k in ("chance", "accuracy_unmasked", "accuracy_masked")}
+            row |= {k: leakage[k][0] for k in ("chance", "accuracy_unmasked", "accuracy_masked", "accuracy_x",
+                                               "residual_gain") if k in leakage.columns}
         if cf is not None and cf.height:
             varied = cf.group_by("id").agg(pl.col("rationale").n_unique() > 1)["rationale"].mean()
             row |= {"edited_by_label": varied, "missing_fills": int(cf["n_missing"].sum())}
@@ -36,5 +37,6 @@ def rora_diagnostics(tables: dict[str, pl.DataFrame]) -> str:
         "## RORA diagnostics", "",
         "Per training source: share of training rationales with leaky spans (and by the explicit fallback), the "
         "top leaky words; the validation accuracy of a rationale-only model before and after masking the spans "
-        "(residual leakage; `chance` = 1/K); the share of rationales whose counterfactuals differ between labels, "
-        "and sentinels the infiller left unfilled.", "", markdown_table(pl.DataFrame(rows)), ""])
+        "(residual leakage; `chance` = 1/K), the same probe on x alone and its gain from reading the masked "
+        "rationale too (`residual_gain`, span rule); the share of rationales whose counterfactuals differ between "
+        "labels, and sentinels the infiller left unfilled.", "", markdown_table(pl.DataFrame(rows)), ""])

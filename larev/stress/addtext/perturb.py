@@ -113,9 +113,10 @@ class AddTextPerturber:
     hypothesis, question, choices, label, rationale).
 
     vocabulary: the AddText-Rand vocabulary (entries are split on whitespace and lower-cased); default: the
-    distinct words of the examples' texts (premise, hypothesis, question, choices, gold rationale). corpus: AddText-Wiki sentences; default: config.wiki_corpus
-    read with `load_corpus`, else the generated `default_wiki_corpus`. Corpus sentences containing a banned
-    word are left out (logged), since they could carry label signal.
+    distinct words of the examples' texts (premise, hypothesis, question, choices, gold rationale). corpus:
+    AddText-Wiki sentences; default: config.wiki_corpus read with `load_corpus`, else the generated
+    `default_wiki_corpus`. Corpus sentences containing a banned word are left out (logged), since they could carry
+    label signal.
     """
 
     def __init__(self, examples: pl.DataFrame, config: AddTextConfig | None = None, *,

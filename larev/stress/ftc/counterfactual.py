@@ -32,8 +32,8 @@ from larev.stress.ftc.relations import (REASON_B_NOT_IN_HYPOTHESIS, REASON_BOTH_
                                  REASON_NO_A_SPAN, REASON_SAME_SPANS, REASON_SPAN_NOT_IN_HYPOTHESIS, REASON_UNCHANGED,
                                  Case, Counterfactual, Extraction, FtcAttempt, Relation, Y_CF, cases_for,
                                  failed_attempts)
-from larev.stress.ftc.text import (AUX, BE, DETERMINERS, VERB_MARKERS, Token, aux_length, ing_form, is_content, is_participle,
-                            looks_like_base_verb, match_key, subject_length, tokens)
+from larev.stress.ftc.text import (AUX, BE, DETERMINERS, VERB_MARKERS, Token, aux_length, ing_form, is_content,
+                                   is_participle, looks_like_base_verb, match_key, subject_length, tokens)
 
 MAX_FUZZY_EXTRA_WORDS = 3
 
