@@ -298,3 +298,25 @@ def test_leakage_term_special_flags_and_empty():
     assert leakage_term(only_punct, baseline_span(only_punct.text)) is None
     with pytest.raises(ValueError):
         baseline_span("rationale: x baseline: y")
+
+
+def test_span_rule_on_real_ig_masks_the_planted_cues_down_to_chance(trained):
+    """The span rule end to end on the trained evaluator's IG: the cue words are chosen and masked, and the fresh
+    probe's residual accuracy falls from ~1 to within the binomial margin of chance."""
+    from larev.leakage.rationale_model import RationaleModelConfig
+    from larev.leakage.spans import SpanRuleConfig
+    from larev.methods.leakage_aware.leakage_spans import find_baseline_spans
+
+    ev, _, _ = trained
+    b, y = planted(240, seed=7, p_no_cue=0.0)
+    frame = pl.DataFrame({"id": [f"r{i}" for i in range(len(b))], "task": ["nli"] * len(b),
+                          "premise": ["the man"] * len(b), "hypothesis": ["the dog"] * len(b),
+                          "question": [None] * len(b), "choices": [None] * len(b), "label": y, "baseline": b},
+                         schema_overrides={"question": pl.String, "choices": pl.List(pl.String)})
+    config = AttributionConfig(n_steps=16, spans=SpanRuleConfig(probe=RationaleModelConfig(epochs=4)))
+    rows, _, summary = find_baseline_spans(ev, frame, 180, config)
+    assert summary["residual_before"] > 0.9
+    assert summary["converged"] and summary["residual_after"] < 1 / 3 + 0.15
+    assert set(CUES) <= set(summary["chosen"].split(", "))
+    cue_masked = sum(text[2] in (term or "") for text, term in zip((x.split() for x in b), rows["term"]))
+    assert cue_masked == len(b)

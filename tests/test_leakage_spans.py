@@ -276,3 +276,18 @@ def test_find_baseline_spans_shapes_and_summary(rule):
     assert summary["chance"] == pytest.approx(1 / 3)
     assert 0 <= summary["residual_before"] <= 1 and 0 <= summary["residual_after"] <= 1
     assert summary["span_recall"] is None or 0 <= summary["span_recall"] <= 1
+
+
+def test_global_ranking_per_label_takes_labels_in_turn_and_pools_many_labels():
+    from larev.leakage.spans import MAX_LABEL_TABLES, global_ranking
+
+    words = [_words("so big"), _words("so big"), _words("not small"), _words("not small")]
+    shares = [[0.9, 0.1], [0.9, 0.1], [0.3, 0.2], [0.3, 0.2]]
+    config = SpanRuleConfig(min_occurrences=1, min_row_share=0.0)
+    # pooled: "so" (0.9) and "not" (0.3) outrank "small" (0.2) and "big" (0.1)
+    assert global_ranking(words, shares, config) == ["so", "not", "small", "big"]
+    # per label, in turn: the first of each label, then the second of each
+    assert global_ranking(words, shares, config, ["a", "a", "b", "b"]) == ["so", "not", "big", "small"]
+    many = [f"answer {i}" for i in range(MAX_LABEL_TABLES + 1)]
+    rows = [_words("so big")] * len(many)
+    assert global_ranking(rows, [[0.9, 0.1]] * len(many), config, many) == ["so", "big"]

@@ -307,18 +307,22 @@ def spans_for(words: Sequence[Sequence[Word]], shares: Sequence[Sequence[float]]
     return out
 
 
+MAX_LABEL_TABLES = 20  # more distinct labels than this: one pooled table (a per-answer table would be a few rows)
+
+
 def global_ranking(words: Sequence[Sequence[Word]], shares: Sequence[Sequence[float]], config: SpanRuleConfig,
                    labels: Sequence[str] | None = None) -> list[str]:
     """The training rows' words, best first: by the global table (`ranked_words`), or, with labels, by one table
-    per label taken in turn (first of each label, then second of each ...), duplicates dropped. A word must occur
-    in at least max(min_occurrences, min_row_share of the rows) rows of the table it is ranked in."""
+    per label taken in turn (first of each label, then second of each ...), duplicates dropped; labels are ignored
+    when there are more than `MAX_LABEL_TABLES` distinct ones (QA answers differ per row). A word must occur in at
+    least max(min_occurrences, min_row_share of the rows) rows of the table it is ranked in."""
     by = "magnitude" if config.by == "magnitude" else "attribution"
 
     def ranked(rows: list[int]) -> list[str]:
         table = global_attribution([[w for w, _, _ in words[i]] for i in rows], [list(shares[i]) for i in rows])
         return ranked_words(table, max(config.min_occurrences, math.ceil(config.min_row_share * len(rows))), by)
 
-    if labels is None:
+    if labels is None or len(set(labels)) > MAX_LABEL_TABLES:
         return ranked(list(range(len(words))))
     lists = [ranked([i for i, y in enumerate(labels) if y == label]) for label in sorted(set(labels))]
     out, seen = [], set()
@@ -418,8 +422,7 @@ def detect_leakage_spans(model: RationaleModel, texts: list[str], labels: list[s
 
     texts/labels/candidates/x_texts: training rows first (`n_train`), then validation rows; mask: a rationale with
     its spans masked (RORA's numbered sentinels, so where and how many spans were masked stays visible). Returns the
-    global
-    table and the per-rationale frame of `detect_leakage`, and a summary (accuracy_x, accuracy_x_masked,
+    global table and the per-rationale frame of `detect_leakage`, and a summary (accuracy_x, accuracy_x_masked,
     residual_gain = accuracy_x_masked - accuracy_x, accuracy_masked (the probe on the masked r alone), converged,
     chosen, steps).
     """
