@@ -324,8 +324,11 @@ def seeds_markdown(results: dict, *, title: str) -> str:
              "## Separations per seed", "", markdown_table(per_seed), ""]
     leak = results.get("leakage", {}).get("larev")
     if leak:
+        converged = leak.get("converged")
         lines += ["## LAREV leakage spans (means over seeds)", "",
-                  ", ".join(f"{k} {v:.3f}" for k, v in leak.items() if isinstance(v, (int, float))) + ".", ""]
+                  ", ".join(f"{k} {v:.3f}" for k, v in leak.items() if isinstance(v, (int, float)) and k != "converged")
+                  + ("" if converged is None else
+                     f"; the span rule converged in {round(converged * len(seeds))} of {len(seeds)} seeds") + ".", ""]
     return "\n".join(lines)
 
 
