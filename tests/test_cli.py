@@ -129,3 +129,18 @@ def test_bench_quality_seeds_option_and_its_check(capsys, tmp_path):
         main(["bench", "quality", "--out", str(tmp_path), "--seeds", "0", "--server", "local"])
     assert exc.value.code == 2 and "--seeds: must be at least 1, got 0" in capsys.readouterr().err
     assert build_parser().parse_args(["bench", "quality", "--out", "o", "--first-seed", "2"]).first_seed == 2
+
+
+def test_bench_quality_metrics_switch_the_steps_on_and_off(capsys):
+    from flows.cli.commands import with_metrics
+    from flows.pipeline import PipelineParams
+
+    args = build_parser().parse_args(["bench", "quality", "--out", "o", "--metrics", "rev, LAREV"])
+    assert args.metrics == ["rev", "larev"]
+    only = with_metrics(PipelineParams(), args.metrics)
+    assert only.larev.enabled and not only.rora.enabled
+    las = with_metrics(PipelineParams(), ["las"])
+    assert las.rora.enabled and not las.larev.enabled
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "quality", "--out", "o", "--metrics", "rev,bleu"])
+    assert "unknown metric(s) ['bleu']; choose from rev, larev, rora, rq, las" in capsys.readouterr().err

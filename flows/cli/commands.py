@@ -129,6 +129,8 @@ def bench_quality(args) -> int:
     --out. With --from-run, only the outputs are rebuilt from a finished run."""
     from larev.bench.quality import write_quality_outputs
 
+    if args.metrics is not None and args.params is not None:
+        args.params = with_metrics(args.params, args.metrics)
     out = Path(args.out)
     if args.from_run:
         run_dir = Path(args.from_run)
@@ -157,6 +159,13 @@ def bench_quality(args) -> int:
         print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png"
               + ("" if args.no_stress else ", addtext.png"))
     return 0
+
+
+def with_metrics(params, metrics: list[str]):
+    """The pipeline parameters with only the named metrics switched on (REV always; RORA, RQ and LAS together)."""
+    return params.model_copy(update={
+        "larev": params.larev.model_copy(update={"enabled": "larev" in metrics}),
+        "rora": params.rora.model_copy(update={"enabled": bool({"rora", "rq", "las"} & set(metrics))})})
 
 
 def _bench_seeds(args, out: Path) -> None:

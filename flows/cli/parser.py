@@ -141,6 +141,19 @@ def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentPars
     return p
 
 
+METRIC_NAMES = ("rev", "larev", "rora", "rq", "las")
+
+
+def _metric_list(text: str) -> list[str]:
+    """An argparse type: comma-separated metric names, each one of METRIC_NAMES."""
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in METRIC_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown metric(s) {unknown or [text]}; choose from "
+                                         f"{', '.join(METRIC_NAMES)}")
+    return names
+
+
 def _at_least(minimum: int):
     """An argparse type: an integer >= minimum (checked while parsing, before any server starts)."""
     def check(text: str) -> int:
@@ -201,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "paraphraser and probe seed (default: %(default)s); results.json then holds means "
                               "over seeds with their sd, and each seed's outputs go to OUT/seed-<i>. The stress "
                               "tests run on seed 0 only")
+    quality.add_argument("--metrics", type=_metric_list, default=None,
+                         help="train and score only these metrics' steps, comma-separated from rev, larev, rora, rq, "
+                              "las (default: all). REV always runs (LAREV is scored against its phi_base); rora, rq "
+                              "and las share RORA's models, so naming one runs all three")
     quality.add_argument("--first-seed", type=_at_least(0), default=0,
                          help="the first seed offset (default: %(default)s): --first-seed 3 --seeds 2 adds seeds 3 "
                               "and 4 to a study in the same OUT; results.json covers every seed-<i> there")
