@@ -171,7 +171,7 @@ def test_known_phrases_are_the_relation_phrase_or_the_answer():
     assert [q[s:e] for s, e in known_phrases("qa", q, "Forest")] == ["forest", "forest"]
 
 
-def test_multi_span_environments_rewrite_each_phrase_and_mask_the_rest():
+def test_multi_span_environments_rewrite_each_phrase_and_keep_the_rest():
     from larev.methods.leakage_aware.antonyms import AntonymConfig
     from larev.methods.leakage_aware.environments import ABSENT, build_environments
 
@@ -181,6 +181,7 @@ def test_multi_span_environments_rewrite_each_phrase_and_mask_the_rest():
         {"id": "a", "baseline": b, "term": None, "spans": [[s1, s1 + 2], [s2, s2 + 7]], "task": "nli"},
         {"id": "b", "baseline": b, "term": None, "spans": [[s3, s3 + 7]], "task": "nli"},
         {"id": "c", "baseline": b, "term": None, "spans": [], "task": "nli"},
+        {"id": "d", "baseline": b, "term": None, "spans": [[2, 5], [s2, s2 + 7]], "task": "nli"},
     ])
     table = build_environments(rows, "<mask>", AntonymConfig(wordnet_path="/nonexistent"))
     env = {(r["id"], r["env"]): r for r in table.iter_rows(named=True)}
@@ -191,7 +192,10 @@ def test_multi_span_environments_rewrite_each_phrase_and_mask_the_rest():
     # no rewrite for any span: no E3 at all, never E2's text
     assert env[("b", "E3")]["baseline"] is None and env[("b", "E3")]["backend"] == ABSENT
     assert env[("c", "E2")]["baseline"] == b and env[("c", "E2")]["backend"] == "none"
-    for i in ("a", "b"):
+    # a span with no rewrite ("dog") keeps its text in E3: E3 differs from b in the label phrase only, no masks
+    assert env[("d", "E2")]["baseline"] == "A <mask> runs, so a dog moves and it <mask> nothing."
+    assert env[("d", "E3")]["baseline"] == "A dog runs, so a dog moves and it contradicts nothing."
+    for i in ("a", "b", "d"):
         assert env[(i, "E3")]["baseline"] != env[(i, "E2")]["baseline"]
 
 
@@ -274,6 +278,7 @@ def test_find_baseline_spans_shapes_and_summary(rule):
         assert all(len(s) == 1 for s in out["spans"].to_list())
     assert {"word", "attribution", "magnitude", "count"} <= set(table.columns)
     assert summary["chance"] == pytest.approx(1 / 3)
+    assert 0 <= summary["hypothesis_only"] <= 1  # NLI: the hypothesis-only view of x
     assert 0 <= summary["residual_before"] <= 1 and 0 <= summary["residual_after"] <= 1
     assert summary["span_recall"] is None or 0 <= summary["span_recall"] <= 1
 

@@ -120,7 +120,8 @@ def leakage_markdown(leakage: dict) -> list[str]:
 
         lines += ["## What LAREV's leakage spans removed", "",
                   f"Fresh probe on the training split's b: {fmt('residual_before')} unmasked, "
-                  f"{fmt('residual_accuracy')} with the spans masked; on x alone {fmt('reference')}; chance "
+                  f"{fmt('residual_accuracy')} with the spans masked; on x alone {fmt('reference')}, on the "
+                  f"hypothesis alone {fmt('hypothesis_only')}; chance "
                   f"{fmt('chance')}. Span recall {fmt('span_recall')}, E3 coverage {fmt('e3_coverage')}"
                   + ("" if la.get("converged", True) else "; the span rule hit its size cap") + ".", "",
                   f"Reliance on the spans, mean log p(y | no rationale, b) - log p(y | no rationale, masked b) over "
@@ -192,6 +193,7 @@ def leakage_results(run_dir: Path) -> dict:
         row = store.read_parquet(artifacts["leakage_spans"]["key"]).row(0, named=True)
         larev = {"residual_accuracy": _number(row["residual_after"]),
                  "residual_before": _number(row["residual_before"]), "reference": _number(row["reference"]),
+                 "hypothesis_only": _number(row.get("hypothesis_only")),
                  "chance": _number(row["chance"]), "span_recall": _number(row["span_recall"]),
                  "converged": bool(row["converged"]), "chosen": row["chosen"]}
         if "environments" in artifacts:

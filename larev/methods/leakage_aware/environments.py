@@ -8,8 +8,8 @@ of `ENVIRONMENTS` is a name and a builder:
   E2  b with every span replaced by the mask token    backend 'mask'
   E3  b with every span rewritten to another label    backend of the rewrites (see antonyms/), joined by '+':
       (another label's relation phrase, another        'lexicon', 'distractor', 'wordnet', 'llm:<model>';
-      answer choice); spans without a rewrite are      when no span had one the row has no E3 (text null,
-      masked as in E2                                  backend 'absent'), never a copy of E2
+      answer choice); spans without a rewrite keep     when no span had one the row has no E3 (text null,
+      their text                                       backend 'absent'), never a copy of E2
 
 A builder takes every row's requests (one per span; None for a row without a span) and baseline, and returns one
 (text, backend) per row; a row without a span gets b with backend 'none' in every environment but the
@@ -133,7 +133,9 @@ def _masked(requests: Requests, baselines: list[str], ctx: BuildContext) -> Buil
 
 def _antonym(requests: Requests, baselines: list[str], ctx: BuildContext) -> Built:
     """Each span rewritten on its own (a phrase of another label, another answer choice ...), the rewrites then
-    put together; a span without a rewrite is masked as in E2. A row none of whose spans has a rewrite has no E3."""
+    put together; a span without a rewrite keeps its text, so E3 differs from E1 in the label phrases only (masks
+    there would tell a model which environment it reads, and it could learn to flip its reading of the phrase
+    there instead of ignoring it). A row none of whose spans has a rewrite has no E3."""
     todo = [q for r in requests if r is not None for q in r]
     rewritten = iter([])
     if todo:
@@ -149,7 +151,7 @@ def _antonym(requests: Requests, baselines: list[str], ctx: BuildContext) -> Bui
         for q in r:
             done = next(rewritten)
             if done.backend == MASK_FALLBACK:
-                pieces.append((q.start, q.end, ctx.mask_token))
+                pieces.append((q.start, q.end, b[q.start:q.end]))
             else:  # the chain checked that the rewrite differs from b only inside the span
                 pieces.append((q.start, q.end, done.text[q.start:len(done.text) - (len(b) - q.end)]))
                 backends.append(done.backend)

@@ -50,7 +50,8 @@ def find_baseline_spans(evaluator: Evaluator, frame: pl.DataFrame, n_train: int,
       b), score (the top word's attribution), delta (IG's convergence delta);
     - table: the global word attribution over the training rows (word, attribution, count);
     - summary: ranking, chosen, residual accuracies before and after masking, reference (the probe on x),
-      chance, tolerance, converged, span_recall (None without known phrases), steps.
+      hypothesis_only (NLI: the probe on the hypothesis alone; None otherwise), chance, tolerance, converged,
+      span_recall (None without known phrases), steps.
     """
     baselines, labels = frame["baseline"].to_list(), frame["label"].to_list()
     tasks = frame["task"].to_list()
@@ -88,6 +89,10 @@ def find_baseline_spans(evaluator: Evaluator, frame: pl.DataFrame, n_train: int,
     x = [task_input(r["task"], r.get("premise"), r.get("hypothesis"), r.get("question"), r.get("choices"))
          for r in frame.iter_rows(named=True)]
     reference = probe_accuracy(x)
+    # NLI: the hypothesis alone, the classic artifact view of x (reported beside the reference, which on e-SNLI
+    # sits below it: validation rows share premises with training rows of the other labels)
+    hypothesis_only = (probe_accuracy([h or "" for h in frame["hypothesis"].to_list()])
+                       if "hypothesis" in frame.columns and set(tasks) == {"nli"} else None)
     n_val = len(baselines) - n_train
     chance = sum(1 / len(c) for c in cands[n_train:]) / max(1, n_val)
     ranking = config.spans.ranking
@@ -116,7 +121,7 @@ def find_baseline_spans(evaluator: Evaluator, frame: pl.DataFrame, n_train: int,
                    else f"top {selection.chosen} per row"),
         "n_chosen": len(selection.chosen) if isinstance(selection.chosen, list) else selection.chosen,
         "residual_before": selection.residual_before, "residual_after": selection.residual_after,
-        "reference": reference, "chance": chance,
+        "reference": reference, "hypothesis_only": hypothesis_only, "chance": chance,
         "tolerance": selection.tolerance, "converged": selection.converged,
         "span_recall": span_recall(raw[:n_train], phrases[:n_train]) if n_phrases else None,
         "rows_with_spans": sum(1 for s in selection.spans if s) / max(1, len(baselines)),

@@ -19,7 +19,10 @@ def leakage_lines(leakage: pl.DataFrame) -> list[str]:
              + (f" Span recall against the known label phrases: {recall:.1%}." if recall is not None else ""), "",
              "Residual leakage (validation accuracy of a fresh bag-of-n-grams probe trained on the training rows): "
              f"b unmasked {row['residual_before']:.3f}, b masked {row['residual_after']:.3f}; the same probe on x "
-             f"alone {row['reference']:.3f} (stopping at x + {row['tolerance']:.3f}); chance {row['chance']:.3f}."
+             f"alone {row['reference']:.3f}"
+             + (f", on the hypothesis alone {row['hypothesis_only']:.3f}" if row.get("hypothesis_only") is not None
+                else "")
+             + f"; chance {row['chance']:.3f} (the rule stops at max(x, chance) + {row['tolerance']:.3f})."
              + ("" if row["converged"] else " The rule reached its size cap before the residual fell to x's level: "
                                              "the masked b still carries label information x does not."), ""]
     steps = json.loads(row["steps"]) if isinstance(row.get("steps"), str) else row.get("steps") or []
