@@ -226,8 +226,8 @@ def _reliance(store, artifacts: dict, envs: pl.DataFrame) -> dict:
     examples = store.read_parquet(artifacts["examples"]["key"]).filter(pl.col("split") == "validation")
     wide = (envs.filter(pl.col("term").is_not_null()).pivot(on="env", index="id", values="baseline")
             .join(examples, on="id", how="inner"))
-    if wide.is_empty():
-        return {}
+    if wide.is_empty():  # no validation row has a span: nothing to measure
+        return {"reliance_phi": None, "reliance_phi_la": None}
     args = (wide[ORIGINAL].to_list(), wide[MASKED].to_list(), wide["label"].to_list(), label_sets(wide))
     return {f"reliance_{name}": leakage_reliance(load_evaluator(store.get_dir(artifacts[key]["key"]), device="cpu"),
                                                  *args)
