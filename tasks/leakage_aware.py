@@ -9,6 +9,7 @@ import larev.formats as formats
 import larev.leakage.attribution as attribution
 import larev.leakage.probe as leakage_probe
 import larev.leakage.spans as leakage_spans_shared
+import larev.leakage.text as span_text
 import larev.llm as llm
 import larev.methods.leakage_aware.antonyms as antonyms
 import larev.methods.leakage_aware.environments as environments
@@ -37,8 +38,8 @@ from tasks.training import (load_tokenizer, put_evaluator, split_train_validatio
                             training_frame)
 
 
-@larev_task("leakage-terms", code=(attribution, leakage_spans, leakage_probe, leakage_spans_shared, formats,
-                                   evaluator_mod), gpu=True)
+@larev_task("leakage-terms", code=(attribution, leakage_spans, leakage_probe, leakage_spans_shared, span_text,
+                                   formats, evaluator_mod), gpu=True)
 def find_leakage_terms(store: ArtifactStore, phi_base: ArtifactRef, examples: ArtifactRef, baselines: ArtifactRef,
                        config: AttributionConfig, device: str = "auto",
                        progress: bool = True) -> dict[str, ArtifactRef]:
@@ -60,7 +61,7 @@ def find_leakage_terms(store: ArtifactStore, phi_base: ArtifactRef, examples: Ar
             "leakage_spans": put_table(store, "leakage_summary.parquet", summary)}
 
 
-@larev_task("environments", code=(environments, antonyms, llm))
+@larev_task("environments", code=(environments, antonyms, span_text, llm))
 def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef, terms: ArtifactRef,
                       phi_base: ArtifactRef, config: AntonymConfig, progress: bool = True) -> ArtifactRef:
     """Every environment of larev/methods/leakage_aware/environments.py (E1 b, E2 leakage spans masked, E3 spans

@@ -13,6 +13,7 @@ import larev.formats as formats
 import larev.leakage.probe as leakage_probe
 import larev.leakage.rationale_model as rationale_model
 import larev.leakage.spans as leakage_spans
+import larev.leakage.text as span_text
 import larev.methods.leakage_aware.training as la_training
 import larev.methods.rora.config as rora_config
 import larev.methods.rora.environments as rora_envs
@@ -61,7 +62,7 @@ def train_rationale_only(store: ArtifactStore, source: str, examples: ArtifactRe
         return put_dir(store, "rationale_model", tmp)
 
 
-@larev_task("leaky-spans", code=(rationale_model, leakage_spans, leakage_probe, infill),
+@larev_task("leaky-spans", code=(rationale_model, leakage_spans, span_text, leakage_probe, infill),
             task_run_name="leaky-spans-{source}")
 def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: ArtifactRef, examples: ArtifactRef,
                      training_rationales: ArtifactRef, config: LeakageDetectionConfig,

@@ -221,13 +221,14 @@ def test_a_fourth_environment_is_one_entry_and_reaches_training(monkeypatch):
     training (one input per environment, per-environment validation) follow without another change."""
     import larev.methods.leakage_aware.environments as environments
     from larev.config import TrainConfig
+    from larev.leakage.text import replace_spans
     from larev.methods.leakage_aware.config import LeakageAwareConfig
     from larev.methods.leakage_aware.training import train_leakage_aware
     from tasks.leakage_aware import la_instances
     from tests.helpers import tiny_evaluator
 
     def deleted(requests, baselines, ctx):  # E4: the leakage spans removed outright
-        return [(b, "none") if r is None else (environments._replace(b, [(q.start, q.end, "") for q in r]), "delete")
+        return [(b, "none") if r is None else (replace_spans(b, [(q.start, q.end, "") for q in r]), "delete")
                 for r, b in zip(requests, baselines)]
 
     monkeypatch.setattr(environments, "ENVIRONMENTS", (*environments.ENVIRONMENTS, ("E4", deleted)))

@@ -140,7 +140,7 @@ def bench_quality(args) -> int:
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir))
     elif args.seeds > 1 or args.first_seed:
-        _bench_seeds(args, out)
+        n_seeds = len(_bench_seeds(args, out)["seeds"])
     else:
         from flows.pipeline import larev_pipeline
 
@@ -153,7 +153,7 @@ def bench_quality(args) -> int:
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir), result["steps"], seconds)
     if (args.seeds > 1 or args.first_seed) and not args.from_run:
-        print(f"\nBenchmark results in {out}: results.json and results.md over {args.seeds} seeds; each seed's "
+        print(f"\nBenchmark results in {out}: results.json and results.md over {n_seeds} seeds; each seed's "
               "results in seed-<i>/")
     else:
         print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png"
@@ -168,9 +168,9 @@ def with_metrics(params, metrics: list[str]):
         "rora": params.rora.model_copy(update={"enabled": bool({"rora", "rq", "las"} & set(metrics))})})
 
 
-def _bench_seeds(args, out: Path) -> None:
+def _bench_seeds(args, out: Path) -> dict:
     """`bench quality --seeds N [--first-seed K]`: the protocol once per seed offset K..K+N-1 (run name
-    <name>-seed<i>, outputs in OUT/seed-<i>), then results.json / results.md over every seed in OUT."""
+    <name>-seed<i>, outputs in OUT/seed-<i>), then results.json / results.md over every seed in OUT (returned)."""
     from flows.pipeline import larev_pipeline
     from larev.bench.quality import reseeded, write_quality_outputs, write_seed_summary
 
@@ -187,7 +187,7 @@ def _bench_seeds(args, out: Path) -> None:
         write_quality_outputs(run_dir, seed_out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir) if seed == 0 else None)
         print_results(str(run_dir), result["steps"], seconds)
-    write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}")
+    return write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}")
 
 
 def _timed_run(argv: list[str]) -> tuple[float, float]:

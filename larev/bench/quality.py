@@ -30,6 +30,9 @@ from larev.metrics.scores import VARIANTS, separations
 from larev.reports import markdown_table, separation_plot, separation_table
 
 
+SEPARATION_COLUMNS = ["gold-leaky", "gold-gold_leaky", "gold-vacuous", "SUM"]  # results.md's separation columns
+
+
 def _number(x) -> float | None:
     """JSON has no NaN: an undefined value is null."""
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
@@ -92,7 +95,7 @@ def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str
     wide = pl.DataFrame([{"metric": m, **{v: _with_interval(results["scores"][m].get(v), ci.get(m, {}).get(v))
                                           for v in VARIANTS}} for m in metrics])
     acc = pl.DataFrame([{"metric": m, **{v: results["accuracy"][m].get(v) for v in VARIANTS}} for m in metrics])
-    pairs = ["gold-leaky", "gold-gold_leaky", "gold-vacuous", "SUM"]
+    pairs = SEPARATION_COLUMNS
     seps = pl.DataFrame([{"metric": m, **{p: _with_interval(results["separations"][m].get(p), ci.get(m, {}).get(p))
                                           for p in pairs}} for m in metrics if results["separations"].get(m)])
     seconds = results.get("seconds")
@@ -306,7 +309,7 @@ def seeds_markdown(results: dict, *, title: str) -> str:
         v = table.get(m, {}).get(q)
         return "nan" if v is None else f"{v:.3f} ± {sd.get(m, {}).get(q) or 0:.3f}"
 
-    pairs = ["gold-leaky", "gold-gold_leaky", "gold-vacuous", "SUM"]
+    pairs = SEPARATION_COLUMNS
     wide = pl.DataFrame([{"metric": m, **{v: cell(m, v, results["scores"]) for v in VARIANTS}} for m in metrics])
     seps = pl.DataFrame([{"metric": m, **{p: cell(m, p, results["separations"]) for p in pairs},
                           "positive in every seed": ", ".join(p for p in pairs[:3]

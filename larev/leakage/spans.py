@@ -39,6 +39,7 @@ import polars as pl
 from pydantic import Field
 
 from larev.config import _Config
+from larev.leakage.text import Span, merge_spans
 from larev.leakage.rationale_model import (RationaleModel, RationaleModelConfig, word_attributions,
                                            words_with_offsets)
 
@@ -173,7 +174,6 @@ def detect_leakage(model: RationaleModel, texts: list[str], labels: list[str], c
 
 # ----------------------------------------------------------------------------------------------- the span rule
 
-Span = tuple[int, int]
 Word = tuple[str, int, int]  # lower-cased word and its character span
 
 
@@ -211,17 +211,6 @@ def phrase_spans(words: Sequence[Word], shares: Sequence[float], chosen: Sequenc
     return spans
 
 
-def merge_spans(spans: Sequence[Span]) -> list[Span]:
-    """Sorted spans with overlapping or touching ones merged."""
-    out: list[Span] = []
-    for s, e in sorted(spans):
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
-
-
 def snap_spans(spans: Sequence[Span], phrases: Sequence[Span]) -> list[Span]:
     """Each span grown to cover every known phrase it overlaps (a relation phrase, an answer), merged."""
     out = []
@@ -244,13 +233,20 @@ def span_recall(spans: Sequence[Sequence[Span]], phrases: Sequence[Sequence[Span
     return covered / total if total else None
 
 
-def mask_text(text: str, spans: Sequence[Span], mask: str) -> str:
-    """`text` with each (merged) span replaced by `mask`."""
-    out, last = [], 0
-    for s, e in merge_spans(spans):
-        out += [text[last:s], mask]
-        last = e
-    return "".join(out + [text[last:]])
+def chance_level(candidates: Sequence[Sequence[str]]) -> float:
+    """Expected accuracy of a uniform guess over each row's label set: mean of 1 / K_i (0 without rows)."""
+    return sum(1 / len(c) for c in candidates) / max(1, len(candidates))
+
+
+def probe_word_ranking(masked: list[str], labels: list[str], candidates: list[list[str]],
+                       config: SpanRuleConfig) -> list[str]:
+    """The words a fresh probe (config.probe) trained on the masked training texts reads the label from, best
+    first: its own IG shares ranked by `global_ranking` (signed, per label when config.per_label)."""
+    from larev.leakage.probe import probe_attributions
+
+    probe_words, probe_scores = probe_attributions(masked, labels, candidates, config.probe)
+    return global_ranking(probe_words, [attribution_shares(s) for s in probe_scores],
+                          config.model_copy(update={"by": "attribution"}), labels if config.per_label else None)
 
 
 def binomial_margin(p: float, n: int, z: float) -> float:
@@ -426,7 +422,7 @@ def detect_leakage_spans(model: RationaleModel, texts: list[str], labels: list[s
     residual_gain = accuracy_x_masked - accuracy_x, accuracy_masked (the probe on the masked r alone), converged,
     chosen, steps).
     """
-    from larev.leakage.probe import probe_attributions, residual_leakage
+    from larev.leakage.probe import residual_leakage
 
     scores = word_attributions(model, texts, labels, candidates, config, progress=progress)
     words = [words_with_offsets(t)[: model.config.max_words] for t in texts]
@@ -442,14 +438,11 @@ def detect_leakage_spans(model: RationaleModel, texts: list[str], labels: list[s
 
     def probe_ranking(spans: list[list[Span]]) -> list[str]:
         masked = [mask(t, s) for t, s in zip(texts[:n_train], spans[:n_train])]
-        probe_words, probe_scores = probe_attributions(masked, labels[:n_train], candidates[:n_train], probe)
-        return global_ranking(probe_words, [attribution_shares(s) for s in probe_scores],
-                              config.spans.model_copy(update={"by": "attribution"}),
-                              labels[:n_train] if config.spans.per_label else None)
+        return probe_word_ranking(masked, labels[:n_train], candidates[:n_train], config.spans)
 
     reference = accuracy(list(x_texts))
     n_val = len(texts) - n_train
-    chance = sum(1 / len(c) for c in candidates[n_train:]) / max(1, n_val)
+    chance = chance_level(candidates[n_train:])
     ranking = config.spans.ranking if config.spans.ranking != "auto" else "global"
     selection = select_leakage_spans(words, shares, n_train, config.spans, ranking=ranking,
                                      residual=lambda spans: accuracy(with_x(spans)), reference=reference,

@@ -33,6 +33,7 @@ import polars as pl
 from larev.methods.leakage_aware.antonyms import (MASK_FALLBACK, AntonymConfig, AntonymRequest, build_chain,
                                                   masked_baseline)
 from larev.errors import InputError
+from larev.leakage.text import replace_spans
 from larev.llm import TextGenerator
 
 __all__ = ["ABSENT", "ANTONYM", "ENVIRONMENTS", "ENVIRONMENT_NAMES", "ENVIRONMENT_SCHEMA", "MASKED", "ORIGINAL",
@@ -113,21 +114,12 @@ Built = list[tuple[str | None, str]]  # one (text, backend) per row; text None: 
 Requests = list[list[AntonymRequest] | None]  # per row, one request per leakage span; None: no span
 
 
-def _replace(baseline: str, pieces: list[tuple[int, int, str]]) -> str:
-    """b with each (start, end) replaced by its text; spans sorted and disjoint."""
-    out, last = [], 0
-    for s, e, text in pieces:
-        out += [baseline[last:s], text]
-        last = e
-    return "".join(out + [baseline[last:]])
-
-
 def _original(requests: Requests, baselines: list[str], ctx: BuildContext) -> Built:
     return [(b, "original") for b in baselines]
 
 
 def _masked(requests: Requests, baselines: list[str], ctx: BuildContext) -> Built:
-    return [(b, "none") if r is None else (_replace(b, [(q.start, q.end, ctx.mask_token) for q in r]), "mask")
+    return [(b, "none") if r is None else (replace_spans(b, [(q.start, q.end, ctx.mask_token) for q in r]), "mask")
             for r, b in zip(requests, baselines)]
 
 
@@ -156,7 +148,7 @@ def _antonym(requests: Requests, baselines: list[str], ctx: BuildContext) -> Bui
                 pieces.append((q.start, q.end, done.text[q.start:len(done.text) - (len(b) - q.end)]))
                 backends.append(done.backend)
         # no rewrite of any span: the row has no E3 (a copy of E2 would give IRM two identical environments)
-        out.append((_replace(b, pieces), "+".join(sorted(set(backends)))) if backends else (None, ABSENT))
+        out.append((replace_spans(b, pieces), "+".join(sorted(set(backends)))) if backends else (None, ABSENT))
     return out
 
 

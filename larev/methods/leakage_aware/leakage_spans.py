@@ -17,10 +17,11 @@ import polars as pl
 
 from larev.formats import baseline_input, task_input
 from larev.leakage.attribution import AttributionConfig, attribute, baseline_span, baseline_words, leakage_term
-from larev.leakage.probe import probe_attributions, residual_leakage
-from larev.leakage.spans import (Span, SpanSelection, attribution_shares, binomial_margin, global_attribution,
-                                 global_ranking,
-                                 mask_text, ranking_shares, select_leakage_spans, span_recall, spans_for)
+from larev.leakage.probe import residual_leakage
+from larev.leakage.spans import (SpanSelection, attribution_shares, binomial_margin, chance_level,
+                                 global_attribution, probe_word_ranking, ranking_shares, select_leakage_spans,
+                                 span_recall, spans_for)
+from larev.leakage.text import Span, mask_text
 from larev.methods.leakage_aware.antonyms.lexicon import RelationLexicon
 from larev.models.evaluator import Evaluator, mask_token_of
 from larev.schema import label_set
@@ -57,15 +58,14 @@ def find_baseline_spans(evaluator: Evaluator, frame: pl.DataFrame, n_train: int,
     tasks = frame["task"].to_list()
     texts = [baseline_input(b) for b in baselines]
     attrs = attribute(evaluator, texts, labels, config, progress=progress)
+    leads = [len(b) - len(b.lstrip()) for b in baselines]
     words, shares, tops = [], [], []
-    for b, text, a in zip(baselines, texts, attrs):
+    for text, a, lead in zip(texts, attrs, leads):
         span = baseline_span(text)
-        lead = len(b) - len(b.lstrip())
         row_words, scores = baseline_words(a, span, lead)
         words.append(row_words)
         shares.append(attribution_shares(scores))
         tops.append(leakage_term(a, span, skip_stopwords=config.skip_stopwords, by_abs=config.by_abs))
-    leads = [len(b) - len(b.lstrip()) for b in baselines]
     phrases = [known_phrases(t, b, y) for t, b, y in zip(tasks, baselines, labels)]
     cands = [label_set(t, c) for t, c in zip(tasks, frame["choices"].to_list())]
     mask = mask_token_of(evaluator.tokenizer)
@@ -81,10 +81,7 @@ def find_baseline_spans(evaluator: Evaluator, frame: pl.DataFrame, n_train: int,
     def probe_ranking(spans: list[list[Span]]) -> list[str]:
         """The words a fresh probe on the masked training b reads the label from, best first."""
         masked = [mask_text(b, s, mask) for b, s in zip(baselines[:n_train], spans[:n_train])]
-        probe_words, probe_scores = probe_attributions(masked, labels[:n_train], cands[:n_train], probe)
-        return global_ranking(probe_words, [attribution_shares(s) for s in probe_scores],
-                              config.spans.model_copy(update={"by": "attribution"}),
-                              labels[:n_train] if config.spans.per_label else None)
+        return probe_word_ranking(masked, labels[:n_train], cands[:n_train], config.spans)
 
     x = [task_input(r["task"], r.get("premise"), r.get("hypothesis"), r.get("question"), r.get("choices"))
          for r in frame.iter_rows(named=True)]
@@ -94,7 +91,7 @@ def find_baseline_spans(evaluator: Evaluator, frame: pl.DataFrame, n_train: int,
     hypothesis_only = (probe_accuracy([h or "" for h in frame["hypothesis"].to_list()])
                        if "hypothesis" in frame.columns and set(tasks) == {"nli"} else None)
     n_val = len(baselines) - n_train
-    chance = sum(1 / len(c) for c in cands[n_train:]) / max(1, n_val)
+    chance = chance_level(cands[n_train:])
     ranking = config.spans.ranking
     if ranking == "auto":
         ranking = "per_row" if "qa" in tasks else "global"
