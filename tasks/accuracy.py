@@ -17,7 +17,8 @@ from storage.ref import ArtifactRef
 from tasks.cache import larev_task
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
-from tasks.rora import by_model_source, per_source
+from larev.methods.rora.config import training_sources
+from tasks.rora import by_model_source, per_source, train_rationale_only
 from tasks.training import train_input_model
 
 
@@ -41,8 +42,9 @@ def score_rq_las(store: ArtifactStore, proxies: dict[str, ArtifactRef], rational
 
 
 class Accuracy:
-    """RQ and LAS: a proxy on (x, r) per training source (model keys proxy:<source>), with RORA's theta and
-    rationale-only models; trained and scored with RORA (`rora.enabled`)."""
+    """RQ and LAS: per built-in rationale source a proxy on (x, r) (model keys proxy:<source>) and a rationale-only
+    model as LAS's leakage indicator (RORA's where it trained one for that source, else rationale_model:<source>
+    here), with RORA's theta; trained and scored with RORA (`rora.enabled`)."""
 
     name = "rq_las"
 
@@ -50,12 +52,17 @@ class Accuracy:
         return params.rora.enabled
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
-        p = run.params
-        return Trained(models={
-            f"proxy:{source}": run.steps.run(train_input_model, f"proxy-{source}", run.examples,
-                                             models["training_rationales"], source, run.tokenizer, p.model, p.train,
-                                             step_label=f"train-proxy-{source}")
-            for source in p.rora.sources(p.variants)})
+        p, steps = run.params, run.steps
+        out: dict[str, ArtifactRef] = {}
+        for source in training_sources(p.variants):
+            out[f"proxy:{source}"] = steps.run(train_input_model, f"proxy-{source}", run.examples,
+                                               models["training_rationales"], source, run.tokenizer, p.model,
+                                               p.train, step_label=f"train-proxy-{source}")
+            if f"rationale_model:{source}" not in models:
+                out[f"rationale_model:{source}"] = steps.run(
+                    train_rationale_only, source, run.examples, models["training_rationales"],
+                    p.rora.detection.model, step_label=f"rationale-model-{source}")
+        return Trained(models=out)
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:
         return "theta" in models and bool(per_source(models, "proxy")) and bool(per_source(models, "rationale_model"))

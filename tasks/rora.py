@@ -26,6 +26,7 @@ from larev.config import ModelConfig, ScoreConfig, TrainConfig
 from larev.leakage.rationale_model import RationaleModelConfig
 from larev.leakage.spans import LeakageDetectionConfig
 from larev.methods.leakage_aware.config import LeakageAwareConfig
+from larev.methods.rora.config import training_sources
 from larev.methods.rora.infill import InfillerConfig
 from larev.schema import label_sets
 from storage import ArtifactStore
@@ -253,7 +254,7 @@ class Rora:
         p, steps = run.params, run.steps
         cfg = p.rora
         sources = cfg.sources(p.variants)
-        training = steps.run(make_training_rationales, run.examples, run.baselines, sources)
+        training = steps.run(make_training_rationales, run.examples, run.baselines, training_sources(p.variants))
         theta = steps.run(train_input_model, "theta", run.examples, None, None, run.tokenizer, p.model, p.train,
                           step_label="train-theta")
         out = {"theta": theta, "training_rationales": training}

@@ -63,14 +63,50 @@ def test_speed_verdicts_and_the_naive_scorer_computes_the_same_quantity():
     from larev.models.evaluator import score_labels
     from tests.helpers import tiny_evaluator
 
-    v = speed.verdicts({"score_batched_vs_naive": 12.0, "irm_step_vs_erm_step": 2.0})
+    v = speed.verdicts({"score_batched_vs_naive": 12.0, "irm_step_vs_erm_step_per_row": 1.3,
+                        "demo_cold_seconds": 200.0})
     assert v["score_batched_vs_naive"] == {"value": 12.0, "target": ">= 10.0", "meets": True}
-    assert v["irm_step_vs_erm_step"]["meets"] is False and v["ig_batched_vs_naive"]["meets"] is None
+    assert v["irm_step_vs_erm_step_per_row"]["meets"] is False and v["ig_vs_fwdbwd_bound"]["meets"] is None
+    assert v["demo_cold_seconds"] == {"value": 200.0, "target": "<= 240.0", "meets": True}
     texts = ["rationale: a b baseline: c implies d", "rationale: e baseline: f contradicts g"]
     ev = tiny_evaluator(texts + ["entailment", "contradiction", "neutral"])
     labels = ["entailment", "neutral"]
     batched = score_labels(ev, texts, labels, [["entailment", "contradiction", "neutral"]] * 2).logp
     np.testing.assert_allclose(speed.naive_scores(ev, texts, labels), batched, atol=1e-5)
+
+
+def test_ig_floor_runs_the_same_passes_it_times(tmp_path):
+    from larev.bench import speed
+    from tests.helpers import tiny_evaluator
+
+    texts = ["baseline: c implies d", "baseline: f contradicts g h", "baseline: i is not related to j"]
+    ev = tiny_evaluator(texts + ["entailment", "contradiction", "neutral"])
+    before = [p.requires_grad for p in ev.model.parameters()]
+    seconds = speed.fwdbwd_bound_seconds(ev, texts, ["entailment", "contradiction", "neutral"], n_steps=4,
+                                         batch_size=2)
+    assert seconds > 0
+    assert [p.requires_grad for p in ev.model.parameters()] == before  # parameter gradients switched back on
+
+
+def test_esnli_seed_minutes_names_the_protocol_a_results_file_ran(tmp_path):
+    import json
+
+    import pytest
+
+    from flows.cli.commands import esnli_seed_minutes
+
+    def results(metrics, seconds=1200.0, seeds=(0, 1)):
+        path = tmp_path / f"{'-'.join(metrics)}.json"
+        path.write_text(json.dumps({"scores": {m: {} for m in metrics}, "seconds": seconds, "seeds": list(seeds)}))
+        return path
+
+    full = esnli_seed_minutes(results(["rev", "larev", "rora", "rq", "las"]))
+    assert full["esnli_seed_minutes"] == pytest.approx(10.0)  # 1,200 s over 2 seeds
+    assert esnli_seed_minutes(results(["rev", "larev"], seeds=(0,)))["esnli_rev_larev_seed_minutes"] == 20.0
+    with pytest.raises(SystemExit, match="expected every metric"):
+        esnli_seed_minutes(results(["rev", "rora"]))
+    with pytest.raises(SystemExit, match="no such file"):
+        esnli_seed_minutes(tmp_path / "missing.json")
 
 
 def _seed_results(gold: float, leaky: float, sd_shift: float = 0.0) -> dict:

@@ -93,3 +93,21 @@ def test_per_row_label_sets_for_qa():
     assert predict(model, ["bread is baked"], [["garden", "bakery"]]) == ["bakery"]
     with pytest.raises(ValueError, match="not among its candidates"):
         train_rationale_model(["x"], ["nope"], [["a", "b"]], RationaleModelConfig())
+
+
+def test_batches_pad_label_sets_of_different_sizes_and_reuse_encodings():
+    from larev.leakage.rationale_model import _batch
+
+    texts = ["the big dog runs", "a cat", "red apple pie"]
+    cands = [["dog", "big cat"], ["cat", "dog", "red apple pie"], ["pie"]]
+    model = train_rationale_model(texts, ["dog", "cat", "pie"], cands, RationaleModelConfig(epochs=1, min_count=1))
+    ids, mask, lab_ids, lab_tok_mask, lab_mask, target = _batch(model, texts, cands, ["dog", "cat", "pie"])
+    assert lab_ids.shape == (3, 3, 3) and lab_tok_mask.dtype == torch.float32
+    v = model.vocab
+    assert lab_ids[0].tolist() == [[v["dog"], 0, 0], [v["big"], v["cat"], 0], [0, 0, 0]]
+    assert lab_ids[1, 2].tolist() == [v["red"], v["apple"], v["pie"]]
+    assert lab_tok_mask[0].tolist() == [[1, 0, 0], [1, 1, 0], [0, 0, 0]]
+    assert lab_mask.tolist() == [[1, 1, 0], [1, 1, 1], [1, 0, 0]] and target.tolist() == [0, 0, 0]
+    encoded = [model.encode(t)[0] for t in texts]
+    again = _batch(model, texts, cands, None, encoded)
+    assert torch.equal(again[0], ids) and torch.equal(again[1], mask) and again[5] is None

@@ -227,8 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     speed = bench.add_parser("speed", help="speed ratios measured side by side in one run; speed.json")
     speed.add_argument("--out", required=True, help="directory for speed.json")
     speed.add_argument("--skip-demo", action="store_true", help="skip the cold / cached demo runs")
-    speed.add_argument("--esnli-results", default=None,
-                       help="a `larev bench quality` results.json on e-SNLI: its wall time is esnli_full_minutes")
+    speed.add_argument("--esnli-results", action="append", default=None, metavar="RESULTS_JSON",
+                       help="a `larev bench quality` results.json on e-SNLI (repeatable): its wall time per seed is "
+                            "esnli_seed_minutes when it ran every metric, esnli_rev_larev_seed_minutes when it ran "
+                            "--metrics rev,larev")
     _server_option(speed)
     speed.set_defaults(func=cmd.bench_speed)
 

@@ -126,19 +126,21 @@ def build_vocab(texts: list[str], labels: list[str], config: RationaleModelConfi
     return vocab
 
 
-def _batch(model: RationaleModel, texts: list[str], candidates: list[list[str]], labels: list[str] | None):
-    ids, mask = pad_batch([model.encode(t)[0] or [1] for t in texts], pad_id=0)
+def _batch(model: RationaleModel, texts: list[str], candidates: list[list[str]], labels: list[str] | None,
+           encoded: list[list[int]] | None = None):
+    """Padded tensors of one batch; `encoded` (each text's `encode` ids, computed once by the caller) skips
+    re-encoding texts seen every epoch."""
+    if encoded is None:
+        encoded = [model.encode(t)[0] or [1] for t in texts]
+    ids, mask = pad_batch(encoded, pad_id=0)
     k_max = max(len(c) for c in candidates)
     label_words = [[model.label_word_ids(c) for c in cands] for cands in candidates]
     t_max = max(len(w) for row in label_words for w in row)
-    lab_ids = torch.zeros((len(texts), k_max, t_max), dtype=torch.long)
-    lab_tok_mask = torch.zeros((len(texts), k_max, t_max))
-    lab_mask = torch.zeros((len(texts), k_max), dtype=torch.long)
-    for i, row in enumerate(label_words):
-        for k, w in enumerate(row):
-            lab_ids[i, k, : len(w)] = torch.tensor(w)
-            lab_tok_mask[i, k, : len(w)] = 1.0
-            lab_mask[i, k] = 1
+    padded = [[w + [0] * (t_max - len(w)) for w in row] + [[0] * t_max] * (k_max - len(row)) for row in label_words]
+    lab_ids = torch.tensor(padded, dtype=torch.long)
+    lab_tok_mask = torch.tensor([[[1.0] * len(w) + [0.0] * (t_max - len(w)) for w in row]
+                                 + [[0.0] * t_max] * (k_max - len(row)) for row in label_words])
+    lab_mask = torch.tensor([[1] * len(row) + [0] * (k_max - len(row)) for row in label_words], dtype=torch.long)
     target = None
     if labels is not None:
         target = torch.tensor([cands.index(y) for cands, y in zip(candidates, labels)])
@@ -161,6 +163,7 @@ def train_rationale_model(texts: list[str], labels: list[str], candidates: list[
     model = RationaleModel(net, vocab, config, meta={})
     optimizer = torch.optim.Adam(net.parameters(), lr=config.learning_rate)
     history = []
+    encoded = [model.encode(t)[0] or [1] for t in texts]  # once, not once per epoch
     for epoch in range(1, config.epochs + 1):
         net.train()
         order = torch.randperm(len(texts), generator=generator).tolist()
@@ -170,7 +173,8 @@ def train_rationale_model(texts: list[str], labels: list[str], candidates: list[
                                   enabled=progress, unit="batch"):
             idx = order[start:start + config.batch_size]
             ids, mask, lab_ids, lab_tok_mask, lab_mask, target = _batch(
-                model, [texts[i] for i in idx], [candidates[i] for i in idx], [labels[i] for i in idx])
+                model, [texts[i] for i in idx], [candidates[i] for i in idx], [labels[i] for i in idx],
+                [encoded[i] for i in idx])
             logits = net.logits_from_embeddings(net.embed(ids), mask, net.label_vectors(lab_ids, lab_tok_mask),
                                                 lab_mask)
             loss = torch.nn.functional.cross_entropy(logits, target)

@@ -30,10 +30,16 @@ class RoraConfig(_Config):
                                    description="Phi: batch_size counts examples, each with all its environments")
 
     def sources(self, variants: list[str]) -> list[str]:
-        """The rationale sources that get their own models ('gold' always: it scores every other source)."""
+        """The rationale sources that get their own RORA models ('gold' always: it scores every other source)."""
         if self.train_on == "gold":
             return ["gold"]
-        return ["gold", *[v for v in variants if v != "gold"]]
+        return training_sources(variants)
+
+
+def training_sources(variants: list[str]) -> list[str]:
+    """Every built-in rationale source with training rationales, gold first: RQ / LAS train a proxy on each (their
+    definition: how well that source's rationales let a simulator predict the label), whatever RORA trains on."""
+    return ["gold", *[v for v in variants if v != "gold"]]
 
 
 def model_source(source: str, trained: list[str]) -> str:
