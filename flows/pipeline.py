@@ -57,6 +57,10 @@ class PipelineParams(BaseModel):
                           "flow's own process. The worker must see the same artifact root (S3 or a shared disk)")
     scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
                                       description="shard the score steps over a Dask cluster (shard_rows > 0)")
+    concurrent_chains: int = Field(
+        4, ge=1, description="with a gpu_deployment: independent chains of steps (RORA's per-source models, the RQ / "
+                             "LAS proxies) in flight at once through Prefect's thread-pool task runner; without one "
+                             "every step runs here, one at a time (torch already uses every core)")
 
 
 def source_digests(data: DataConfig) -> list[str]:
@@ -72,7 +76,8 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     a user file) on the test split."""
     store = ArtifactStore(params.artifact_root)
     with StepRunner(store, gpu_deployment=params.gpu_deployment, scale_out=params.scale_out,
-                    progress=params.progress) as steps:
+                    progress=params.progress,
+                    concurrent_chains=params.concurrent_chains if params.gpu_deployment else 1) as steps:
         run, rationales, inputs = input_steps(steps, params)
         models: dict[str, ArtifactRef] = {}
         tables: dict[str, ArtifactRef] = {}

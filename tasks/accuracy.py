@@ -53,15 +53,21 @@ class Accuracy:
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
         p, steps = run.params, run.steps
-        out: dict[str, ArtifactRef] = {}
-        for source in training_sources(p.variants):
-            out[f"proxy:{source}"] = steps.run(train_input_model, f"proxy-{source}", run.examples,
-                                               models["training_rationales"], source, run.tokenizer, p.model,
-                                               p.train, step_label=f"train-proxy-{source}")
+
+        def chain(source: str) -> dict[str, ArtifactRef]:
+            """One source's (x, r) proxy, and its rationale-only model when RORA did not train one."""
+            out = {f"proxy:{source}": steps.run(train_input_model, f"proxy-{source}", run.examples,
+                                                models["training_rationales"], source, run.tokenizer, p.model,
+                                                p.train, step_label=f"train-proxy-{source}")}
             if f"rationale_model:{source}" not in models:
                 out[f"rationale_model:{source}"] = steps.run(
                     train_rationale_only, source, run.examples, models["training_rationales"],
                     p.rora.detection.model, step_label=f"rationale-model-{source}")
+            return out
+
+        out: dict[str, ArtifactRef] = {}
+        for source_models in steps.map_chains(chain, training_sources(p.variants), name="rq-las-source"):
+            out.update(source_models)
         return Trained(models=out)
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:

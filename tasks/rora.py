@@ -259,7 +259,9 @@ class Rora:
                           step_label="train-theta")
         out = {"theta": theta, "training_rationales": training}
         tables: dict[str, ArtifactRef] = {}
-        for source in sources:
+
+        def chain(source: str) -> tuple[dict[str, ArtifactRef], dict[str, ArtifactRef]]:
+            """One source's rationale-only model, leaky spans, infiller, counterfactuals and Phi."""
             small = steps.run(train_rationale_only, source, run.examples, training, cfg.detection.model,
                               step_label=f"rationale-model-{source}")
             spans = steps.run(find_leaky_spans, source, small, run.examples, training, cfg.detection,
@@ -269,14 +271,16 @@ class Rora:
             counterfactuals = steps.run(make_counterfactuals, source, infiller, run.examples, training,
                                         spans["spans"], cfg.infiller, run.device,
                                         step_label=f"counterfactuals-{source}")
-            out[f"rora_phi:{source}"] = steps.run(train_rora_phi, source, run.examples, training, counterfactuals,
-                                                  run.tokenizer, p.model, cfg.phi_train, cfg.objective,
-                                                  step_label=f"train-rora-{source}")
-            out[f"rationale_model:{source}"] = small
-            if infiller is not None:
-                out[f"infiller:{source}"] = infiller
-            tables.update({f"rora_words:{source}": spans["words"], f"rora_spans:{source}": spans["spans"],
-                           f"rora_leakage:{source}": spans["summary"], f"counterfactuals:{source}": counterfactuals})
+            phi = steps.run(train_rora_phi, source, run.examples, training, counterfactuals, run.tokenizer, p.model,
+                            cfg.phi_train, cfg.objective, step_label=f"train-rora-{source}")
+            models = {f"rora_phi:{source}": phi, f"rationale_model:{source}": small,
+                      **({f"infiller:{source}": infiller} if infiller is not None else {})}
+            return models, {f"rora_words:{source}": spans["words"], f"rora_spans:{source}": spans["spans"],
+                            f"rora_leakage:{source}": spans["summary"], f"counterfactuals:{source}": counterfactuals}
+
+        for models, source_tables in steps.map_chains(chain, sources, name="rora-source"):
+            out.update(models)
+            tables.update(source_tables)
         return Trained(models=out, tables=tables)
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:

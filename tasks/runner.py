@@ -3,11 +3,13 @@ sharded over a Dask cluster, with a record of what ran and what came from the ca
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from larev.errors import ConfigError, LarevError
 from storage import ArtifactStore
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
     from tasks.sharding import ScaleOutConfig
 
 logger = logging.getLogger("larev.steps")
+T = TypeVar("T")
+R = TypeVar("R")
+_chain_index: contextvars.ContextVar[int] = contextvars.ContextVar("larev_chain_index", default=-1)
 
 
 class StepError(LarevError):
@@ -31,6 +36,7 @@ class StepRecord:
     cached: bool
     seconds: float
     where: str = "local"  # 'local', or the deployment that ran the step
+    chain: int = -1  # the index of the `map_chains` item it belongs to (-1: outside any chain)
 
 
 @dataclass
@@ -52,8 +58,11 @@ class StepRunner:
     scale_out: ScaleOutConfig | None = None  # score steps sharded over a Dask cluster when enabled
     refresh: bool = False  # recompute every step (and overwrite its cache record) instead of reading the cache
     progress: bool = True  # progress bars on long steps (passed to every task that has the option)
+    concurrent_chains: int = 1  # independent chains (`map_chains`) at once; > 1 only pays when steps run elsewhere
 
     def __post_init__(self):
+        if self.concurrent_chains < 1:
+            raise ConfigError(f"concurrent_chains must be at least 1, got {self.concurrent_chains}")
         if self.refresh and self.gpu_deployment:
             raise ConfigError("refresh cannot be combined with a gpu_deployment: the GPU pool's worker would "
                               "still serve its steps from the cache")
@@ -102,8 +111,47 @@ class StepRunner:
                            self.store.root)
         # a step the GPU pool computed counts as run (there), not as served from cache
         self.records.append(StepRecord(label, cached and not remote, time.perf_counter() - started,
-                                       where=self.gpu_deployment if remote and cached else "local"))
+                                       where=self.gpu_deployment if remote and cached else "local",
+                                       chain=_chain_index.get()))
         return result
+
+    def map_chains(self, chain: Callable[[T], R], items: Sequence[T], *, name: str) -> list[R]:
+        """`[chain(item) for item in items]`: independent chains of steps (RORA's per-source models, RQ / LAS's
+        proxies), one after another, or `concurrent_chains` at once as Prefect tasks on a ThreadPoolTaskRunner
+        (each chain's own steps still run in order; on a GPU pool the threads only wait for remote runs). The step
+        records come out grouped by item, in item order, however the chains interleaved."""
+        if self.concurrent_chains == 1 or len(items) < 2:
+            return [self._in_chain(chain, i, item) for i, item in enumerate(items)]
+        from prefect import task
+        from prefect.cache_policies import NO_CACHE
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        first = len(self.records)
+        chain_task = task(self._in_chain, name=name, cache_policy=NO_CACHE, persist_result=False,
+                          task_run_name=f"{name}-{{index}}")
+        with ThreadPoolTaskRunner(max_workers=self.concurrent_chains) as runner:
+            futures = [runner.submit(chain_task, parameters={"chain": chain, "index": i, "item": item})
+                       for i, item in enumerate(items)]
+            for future in futures:
+                future.wait()
+        states = [future.state for future in futures]
+        grouped = sorted(self.records[first:], key=lambda r: r.chain)  # stable: each chain's own order kept
+        self.records[first:] = grouped
+        return [state.result() for state in states]  # raises the first failed chain's exception
+
+    @staticmethod
+    def _in_chain(chain: Callable[[T], R], index: int, item: T) -> R:
+        """Run one chain. Its steps commit their cache records as each finishes (an eager transaction), not when
+        the chain ends: inside the chain's Prefect task they would otherwise inherit its lazy transaction, and a
+        step a GPU worker just computed would not be found in the cache by the next call."""
+        from prefect.transactions import CommitMode, transaction
+
+        token = _chain_index.set(index)
+        try:
+            with transaction(commit_mode=CommitMode.EAGER):
+                return chain(item)
+        finally:
+            _chain_index.reset(token)
 
     def _bound(self, task_obj):
         """The task as this runner runs it: cache records in the store, recomputed when refreshing."""
