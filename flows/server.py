@@ -38,8 +38,15 @@ def start_local_server(port: int = LOCAL_PORT, wait_s: float = 90.0) -> str | No
     command = [str(prefect_cli) if prefect_cli.exists() else "prefect", "server", "start", "--background",
                "--host", "127.0.0.1", "--port", str(port), "--analytics-off"]
     try:
-        subprocess.run(command, check=False, capture_output=True, timeout=wait_s)
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=wait_s)
+        if done.returncode != 0 and "already running" in done.stdout + done.stderr:
+            # a server.pid left by a server that died (its API is down): `prefect server stop` removes it
+            subprocess.run([*command[:2], "stop"], check=False, capture_output=True, timeout=wait_s)
+            done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=wait_s)
     except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:  # it said why; waiting for an API that will not come up helps nobody
+        print(f"`prefect server start` failed: {(done.stderr or done.stdout).strip()[-500:]}", file=sys.stderr)
         return None
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:

@@ -25,9 +25,11 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 TINY = ModelConfig(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
 SOURCES = ["gold", "leaky", "gold_leaky", "vacuous"]
-RORA_STEPS = [f"{step}-{source}" for source in SOURCES for step in
-              ("rationale-model", "leaky-spans", "infiller", "counterfactuals", "train-rora")]
-PROXY_STEPS = [f"train-proxy-{source}" for source in SOURCES]
+RORA_CHAIN = ("rationale-model", "leaky-spans", "infiller", "counterfactuals", "train-rora")
+RORA_STEPS = [f"{step}-gold" for step in RORA_CHAIN]  # rora.train_on='gold' (default): one set of models
+# RQ / LAS: a proxy per source, and the rationale-only model RORA did not train
+PROXY_STEPS = ["train-proxy-gold", *(f"{step}-{source}" for source in SOURCES[1:]
+                                     for step in ("train-proxy", "rationale-model"))]
 # flows/metrics.py's order: each metric trains, then scores
 ALL_STEPS = ["examples", "baselines", "variants", "tokenizer", "train-phi_base", "train-phi", "score-rev",
              "leakage-terms", "environments", "probe", "train-larev", "score-larev", "training-rationales",
@@ -80,8 +82,9 @@ def test_cold_run_writes_readable_scores(first_run):
     record = json.loads((run_dir / "run.json").read_text())
     assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])
     for source in SOURCES:
-        assert {f"rora_phi:{source}", f"proxy:{source}", f"rationale_model:{source}"} <= set(record["artifacts"])
-    cf = pl.read_parquet(record["artifacts"]["counterfactuals:leaky"]["uri"])
+        assert {f"proxy:{source}", f"rationale_model:{source}"} <= set(record["artifacts"])
+    assert [k for k in record["artifacts"] if k.startswith("rora_phi:")] == ["rora_phi:gold"]
+    cf = pl.read_parquet(record["artifacts"]["counterfactuals:gold"]["uri"])
     assert cf.height == 3 * 56 and set(cf["env_label"]) == {"entailment", "contradiction", "neutral"}
 
 
@@ -125,6 +128,19 @@ def test_rora_option_reruns_rora_only(first_run):
     assert not {"train-phi", "train-larev", "score-rev", "train-theta", "train-proxy-gold"} & set(steps)
     # RQ / LAS read the proxies and the rationale-only models, which the threshold does not touch
     assert steps[-2:] == ["score-rora", "report"] and "score-rq-las" not in steps
+
+
+def test_rora_per_source_protocol_adds_only_the_other_sources_chains(first_run):
+    root, _ = first_run
+    rora = TINY_RORA.model_copy(update={"train_on": "each_source"})
+    result = larev_pipeline(tiny_params(root, rora=rora, run_name="tiny-each-source"))
+    # the rationale-only models RQ / LAS trained come from the cache; gold's chain too
+    assert ran(result) == [f"{step}-{source}" for source in SOURCES[1:] for step in RORA_CHAIN[1:]] + [
+        "score-rora", "report"]
+    record = json.loads((Path(result["run_dir"]) / "run.json").read_text())
+    assert {f"rora_phi:{source}" for source in SOURCES} <= set(record["artifacts"])
+    cf = pl.read_parquet(record["artifacts"]["counterfactuals:leaky"]["uri"])
+    assert cf.height == 3 * 56 and set(cf["env_label"]) == {"entailment", "contradiction", "neutral"}
 
 
 def test_score_flow_scores_a_user_file_with_other_labels(first_run, tmp_path):

@@ -14,7 +14,7 @@ from larev.methods.leakage_aware.training import train_leakage_aware
 from larev.metrics.accuracy import accuracy_gain, las_aggregate
 from larev.metrics.scores import summarise
 from larev.metrics.rora import pointwise_rora
-from larev.methods.rora.config import RoraConfig, model_source
+from larev.methods.rora.config import training_sources, RoraConfig, model_source
 from larev.methods.rora.environments import counterfactual_requests, environment_names, rora_instances
 from tests.helpers import tiny_evaluator
 
@@ -75,9 +75,11 @@ def test_rora_instances_pad_missing_environments_with_the_original():
 
 
 def test_sources_and_model_source():
-    assert RoraConfig().sources(["gold", "leaky", "vacuous"]) == ["gold", "leaky", "vacuous"]
-    assert RoraConfig().sources(["leaky"]) == ["gold", "leaky"]
-    assert RoraConfig(train_on="gold").sources(["gold", "leaky"]) == ["gold"]
+    per_source = RoraConfig(train_on="each_source")
+    assert per_source.sources(["gold", "leaky", "vacuous"]) == ["gold", "leaky", "vacuous"]
+    assert per_source.sources(["leaky"]) == ["gold", "leaky"]
+    assert RoraConfig().sources(["gold", "leaky"]) == ["gold"]  # the default trains on gold only
+    assert training_sources(["leaky", "gold", "vacuous"]) == ["gold", "leaky", "vacuous"]
     assert model_source("leaky", ["gold", "leaky"]) == "leaky"
     assert model_source("gpt-4", ["gold", "leaky"]) == "gold"
 

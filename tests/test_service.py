@@ -31,8 +31,8 @@ from tests.test_flows import ALL_STEPS, METRICS, tiny_params
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[1]
 GPU_STEPS = ["train-phi_base", "train-phi", "leakage-terms", "probe", "train-larev", "train-theta",
-             *(f"{step}-{source}" for source in ("gold", "leaky", "gold_leaky", "vacuous")
-               for step in ("infiller", "counterfactuals", "train-rora", "train-proxy"))]
+             "infiller-gold", "counterfactuals-gold", "train-rora-gold",
+             *(f"train-proxy-{source}" for source in ("gold", "leaky", "gold_leaky", "vacuous"))]
 
 
 def test_prefect_yaml_entrypoints_import_and_build_parameter_schemas():
