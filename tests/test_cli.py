@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import yaml
@@ -144,3 +145,45 @@ def test_bench_quality_metrics_switch_the_steps_on_and_off(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", "quality", "--out", "o", "--metrics", "rev,bleu"])
     assert "unknown metric(s) ['bleu']; choose from rev, larev, rora, rq, las" in capsys.readouterr().err
+
+
+@pytest.fixture
+def restored_prefect_settings(monkeypatch):
+    """Prefect's global settings rebuilt from the test's own environment once the test is over."""
+    import prefect.context
+
+    yield monkeypatch
+    monkeypatch.undo()
+    prefect.context.refresh_global_settings_context()
+
+
+def test_the_api_a_command_chooses_is_the_one_prefect_uses(restored_prefect_settings):
+    """Prefect reads its settings when first imported (resolving the parameters imports it): the API URL and the
+    extra loggers larev sets afterwards must still reach it, or runs go to a temporary server and larev's log
+    lines never reach the UI."""
+    import flows.cli.commands as commands
+    import flows.server as server
+
+    monkeypatch = restored_prefect_settings
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    for name in ("PREFECT_LOGGING_EXTRA_LOGGERS", "PREFECT_LOGGING_LEVEL", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+        monkeypatch.delenv(name, raising=False)  # main sets them; undone after the test
+
+    def chosen(_server):
+        os.environ["PREFECT_API_URL"] = "http://127.0.0.1:4999/api"  # what start_local_server does
+        return "a server", None
+
+    seen = {}
+
+    def record(args):
+        from prefect.settings import get_current_settings
+
+        settings = get_current_settings()
+        seen.update(api=settings.api.url, extra=settings.logging.extra_loggers)
+        return 0
+
+    monkeypatch.setattr(server, "choose_api", chosen)
+    monkeypatch.setattr(commands, "run", record)
+    monkeypatch.setattr("flows.service.heartbeat_environment", lambda: None)
+    assert main(["run", "--server", "local", "--no-progress"]) == 0
+    assert seen == {"api": "http://127.0.0.1:4999/api", "extra": ["larev"]}

@@ -32,6 +32,17 @@ def _quiet_logging() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def _apply_prefect_environment() -> None:
+    """Make Prefect read the PREFECT_* variables set above. Prefect builds its settings (API URL, logging) when it
+    is first imported, which resolving the parameters already did; without this the runs went to a temporary
+    server whatever --server said, and larev's log lines never reached the UI."""
+    import prefect.context
+    from prefect.logging.configuration import setup_logging
+
+    prefect.context.refresh_global_settings_context()
+    setup_logging()
+
+
 def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
@@ -56,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             heartbeat_environment()  # a run whose process dies is then marked Crashed (flows/service.py)
             os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "larev")  # larev's log lines in the run's Logs tab
             args.api, args.api_boot = choose_api(args.server)
+        _apply_prefect_environment()
         _quiet_logging()
         return args.func(args)
     except (LarevError, ValidationError, FileNotFoundError) as exc:

@@ -7,10 +7,11 @@
        theta: log p(y | x) with no rationale (eq. 9)   the shared evaluator training loop (larev/models/train.py)
        score: log p_Phi(y | x, r) - log p_theta(y | x) (eq. 10)   larev/metrics/rora.py
 
-Which rationales the models learn from. RORA's evaluator reads rationales from the distribution it is trained on
-(eq. 10's note: the test set has the training set's rationale distribution), so `train_on='each_source'` (the
-paper's protocol, default) trains the rationale-only model, the infiller and Phi once per rationale source that
-has training rationales: the built-in variants, which larev can build for the training split too. Sources with
-test rationales only (a user's model outputs) are scored with the models trained on the gold rationales.
-`train_on='gold'` trains once on the gold rationales and scores every source with them (cheaper).
+Which rationales the models learn from. `train_on='gold'` (default) trains the rationale-only model, the
+infiller and Phi once, on the gold training rationales, and scores every source with them: a model's own
+rationales (a user file) have no training split anyway, and it is a quarter of the work. `train_on='each_source'`
+is the paper's protocol (eq. 10's note: the test set has the training set's rationale distribution): those models
+once per rationale source that has training rationales (the built-in variants, which larev builds for the
+training split too); sources with test rationales only are scored with gold's models. RQ and LAS train their
+proxy on each source's rationales either way (their definition). docs/benchmarks.md compares the two protocols.
 """
