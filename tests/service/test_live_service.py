@@ -199,3 +199,23 @@ def test_a_killed_local_run_is_marked_crashed_by_its_missing_heartbeats(live_ser
     crashed = live_service.wait_for(runs[0].id, {"Crashed"}, CRASH_AFTER + 120, "the killed local run")
     assert "no heartbeat" in crashed.state.message
     print(f"SIGKILL -> Crashed by missing heartbeats: {time.monotonic() - started:.1f} s")
+
+
+def test_a_stale_server_pid_file_does_not_keep_the_local_server_down(tmp_path, monkeypatch):
+    """`prefect server start --background` refuses to start while a server.pid names a server that died; larev's
+    local server clears it and starts, instead of waiting 90 s and falling back to a temporary server."""
+    from flows.server import start_local_server
+    from tests.service.conftest import _free_port, _up
+
+    home = tmp_path / "prefect-home"
+    home.mkdir()
+    (home / "server.pid").write_text("999999")  # no such process
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    port = _free_port()
+    try:
+        api_url = start_local_server(port=port, wait_s=60)  # None if it never came up
+        assert api_url == f"http://127.0.0.1:{port}/api" and _up(api_url)
+    finally:
+        subprocess.run([str(BIN / "prefect"), "server", "stop"], env={**os.environ, "PREFECT_HOME": str(home)},
+                       capture_output=True, timeout=60)
