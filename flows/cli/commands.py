@@ -190,8 +190,9 @@ def _bench_seeds(args, out: Path) -> dict:
     return write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}")
 
 
-def _timed_run(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds of `larev <argv>` in a child process, and the peak RSS (GiB) of the children so far."""
+def _timed_run(argv: list[str], log: Path | None = None) -> tuple[float, float]:
+    """Wall seconds of `larev <argv>` in a child process, and the peak RSS (GiB) of the children so far; its output
+    (the step table included) goes to `log`."""
     import resource
     import subprocess
     import sys
@@ -199,6 +200,8 @@ def _timed_run(argv: list[str]) -> tuple[float, float]:
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "flows.cli", *argv], capture_output=True, text=True)
     seconds = time.perf_counter() - started
+    if log is not None:
+        log.write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         raise SystemExit(f"error: `larev {' '.join(argv)}` failed:\n{done.stderr[-2000:]}")
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # Linux: KiB
@@ -234,6 +237,10 @@ def bench_speed(args) -> int:
     from larev.bench import speed
 
     figures: dict = {}
+    for path in args.esnli_results or []:  # read first: a wrong path fails now, not after the measurements
+        figures |= esnli_seed_minutes(Path(path))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     print("scoring: batched vs one example and one label at a time ...", flush=True)
     figures |= speed.measure_scoring()
     print("integrated gradients vs its forward + backward floor ...", flush=True)
@@ -242,19 +249,16 @@ def bench_speed(args) -> int:
     figures |= speed.measure_irm_step()
     if not args.skip_demo:
         with tempfile.TemporaryDirectory() as tmp:
+            # as `make demo` runs it: on the local background server (started once, then reused)
             demo = ["run", "--store", f"{tmp}/store", "--run-dir", f"{tmp}/runs", "--no-progress",
-                    "--server", args.server]
+                    "--server", "local" if args.server == "auto" else args.server]
             print("the demo, cold (fresh store) ...", flush=True)
-            cold, peak = _timed_run(demo)
+            cold, peak = _timed_run(demo, out / "demo-cold.log")
             print(f"  {cold:.1f}s; the demo again, from cache ...", flush=True)
-            warm, peak = _timed_run(demo)
+            warm, peak = _timed_run(demo, out / "demo-rerun.log")
         figures |= {"demo_cold_seconds": cold, "demo_rerun_seconds": warm, "cached_rerun_vs_cold": warm / cold,
                     "demo_peak_rss_gib": peak}
-    for path in args.esnli_results or []:
-        figures |= esnli_seed_minutes(Path(path))
     report = {"figures": figures, "targets": speed.verdicts(figures)}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "speed.json").write_text(json.dumps(report, indent=2))
     print(f"\n{'figure':<26} {'value':>10}  {'target':<8} meets")
     for name, v in report["targets"].items():
