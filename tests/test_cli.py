@@ -152,9 +152,13 @@ def restored_prefect_settings(monkeypatch):
     """Prefect's global settings rebuilt from the test's own environment once the test is over."""
     import prefect.context
 
+    import logging
+
+    larev_handlers = list(logging.getLogger("larev").handlers)
     yield monkeypatch
     monkeypatch.undo()
     prefect.context.refresh_global_settings_context()
+    logging.getLogger("larev").handlers[:] = larev_handlers
 
 
 def test_the_api_a_command_chooses_is_the_one_prefect_uses(restored_prefect_settings):
@@ -166,7 +170,8 @@ def test_the_api_a_command_chooses_is_the_one_prefect_uses(restored_prefect_sett
 
     monkeypatch = restored_prefect_settings
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    for name in ("PREFECT_LOGGING_EXTRA_LOGGERS", "PREFECT_LOGGING_LEVEL", "PREFECT_SERVER_ANALYTICS_ENABLED"):
+    for name in ("PREFECT_LOGGING_EXTRA_LOGGERS", "PREFECT_LOGGING_LEVEL", "PREFECT_SERVER_ANALYTICS_ENABLED",
+                 "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW"):
         monkeypatch.delenv(name, raising=False)  # main sets them; undone after the test
 
     def chosen(_server):
@@ -187,3 +192,8 @@ def test_the_api_a_command_chooses_is_the_one_prefect_uses(restored_prefect_sett
     monkeypatch.setattr("flows.service.heartbeat_environment", lambda: None)
     assert main(["run", "--server", "local", "--no-progress"]) == 0
     assert seen == {"api": "http://127.0.0.1:4999/api", "extra": ["larev"]}
+    import logging
+
+    from prefect.logging.handlers import APILogHandler
+
+    assert any(isinstance(h, APILogHandler) for h in logging.getLogger("larev").handlers)  # reaches the run's logs

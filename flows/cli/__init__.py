@@ -37,10 +37,15 @@ def _apply_prefect_environment() -> None:
     is first imported, which resolving the parameters already did; without this the runs went to a temporary
     server whatever --server said, and larev's log lines never reached the UI."""
     import prefect.context
-    from prefect.logging.configuration import setup_logging
+    from prefect.settings import get_current_settings
 
     prefect.context.refresh_global_settings_context()
-    setup_logging()
+    # what Prefect's setup_logging does for extra loggers (send their records to the run's logs), without
+    # re-applying its whole logging config: that would also change the levels the console shows today
+    api_handlers = logging.getLogger("prefect.extra").handlers
+    for name in get_current_settings().logging.extra_loggers:
+        extra = logging.getLogger(name)
+        extra.handlers.extend(h for h in api_handlers if h not in extra.handlers)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
             heartbeat_environment()  # a run whose process dies is then marked Crashed (flows/service.py)
             os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "larev")  # larev's log lines in the run's Logs tab
+            # larev lines logged outside any run (a benchmark's measurements) stay on the console, without a warning
+            os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
             args.api, args.api_boot = choose_api(args.server)
         _apply_prefect_environment()
         _quiet_logging()
