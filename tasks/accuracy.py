@@ -12,12 +12,12 @@ import larev.metrics.accuracy as accuracy
 import larev.metrics.rora as rora_metric
 import larev.models.evaluator as evaluator_mod
 from larev.config import ScoreConfig
+from larev.methods.rora.config import training_sources
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.cache import larev_task
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
-from larev.methods.rora.config import training_sources
 from tasks.rora import by_model_source, per_source, train_rationale_only
 from tasks.training import train_input_model
 
