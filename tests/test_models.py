@@ -107,10 +107,16 @@ def test_scoring_is_batch_size_invariant_and_checks_candidates():
     inputs, labels = _planted_task(30)
     ev = tiny_evaluator(inputs + LABELS + ["yes", "no"])
     cands = [LABELS if i % 2 else ["yes", "no", y] for i, y in enumerate(labels)]  # mixed candidate sets
+    inputs = [x + " and so on" * (i % 5) for i, x in enumerate(inputs)]  # lengths vary: batches are length-sorted
     a = score_labels(ev, inputs, labels, cands, ScoreConfig(batch_size=4))
     b = score_labels(ev, inputs, labels, cands, ScoreConfig(batch_size=64))
     np.testing.assert_allclose(a.logp, b.logp, atol=1e-5)
     assert a.predicted == b.predicted
+    # one row at a time (no padding, no reordering) is the reference each row must match, in input order
+    one = [score_labels(ev, [x], [y], [c]) for x, y, c in zip(inputs, labels, cands)]
+    np.testing.assert_allclose(a.logp, [o.logp[0] for o in one], atol=1e-5)
+    assert a.predicted == [o.predicted[0] for o in one]
+    assert list(a.correct) == [p == y for p, y in zip(a.predicted, labels)]
     with pytest.raises(ValueError, match="not among its candidates"):
         score_labels(ev, inputs[:1], ["neutral"], [["yes", "no"]])
 

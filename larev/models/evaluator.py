@@ -298,12 +298,14 @@ def score_labels(evaluator: Evaluator, inputs: list[str], labels: list[str], can
         log.info("%d of %d inputs were longer than %d tokens and were truncated", n_cut, len(inputs),
                  evaluator.config.max_input_tokens)
     logp_out = np.empty(len(inputs), dtype=np.float64)
-    predicted: list[str] = []
+    predicted: list[str] = [""] * len(inputs)
+    # batches of similar length (less padding); results go back to the input order
+    order = sorted(range(len(inputs)), key=lambda i: len(enc[i]))
     starts = range(0, len(inputs), config.batch_size)
     for start in progress_bar(starts, desc=desc, enabled=progress, unit="batch"):
-        stop = min(start + config.batch_size, len(inputs))
-        ids, mask = pad_batch(enc[start:stop], evaluator.pad_id)
-        rows_cands = candidates[start:stop]
+        rows = order[start: start + config.batch_size]
+        ids, mask = pad_batch([enc[i] for i in rows], evaluator.pad_id)
+        rows_cands = [candidates[i] for i in rows]
         pairs = [(r, c) for r, cands in enumerate(rows_cands) for c in cands]
         cand_ids, cand_mask = pad_batch([label_ids(c) for _, c in pairs], evaluator.pad_id)
         cand_row = torch.tensor([r for r, _ in pairs], dtype=torch.long)
@@ -312,17 +314,18 @@ def score_labels(evaluator: Evaluator, inputs: list[str], labels: list[str], can
             pair_logp = candidate_logprobs(model, ids.to(dev), mask.to(dev), cand_ids.to(dev), cand_mask.to(dev),
                                            cand_row.to(dev)).float().cpu()
         k_max = max(len(c) for c in rows_cands)
-        seq = torch.full((stop - start, k_max), -math.inf)
-        ntok = torch.ones((stop - start, k_max))
+        seq = torch.full((len(rows), k_max), -math.inf)
+        ntok = torch.ones((len(rows), k_max))
         pos = 0
         for r, cands in enumerate(rows_cands):
             k = len(cands)
             seq[r, :k] = pair_logp[pos: pos + k]
             ntok[r, :k] = cand_mask[pos: pos + k].sum(dim=1).float()
             pos += k
-        target = torch.tensor([cands.index(y) for cands, y in zip(rows_cands, labels[start:stop])])
+        target = torch.tensor([cands.index(labels[i]) for cands, i in zip(rows_cands, rows)])
         logp, pred = normalise_label_scores(seq, ntok, target, config.normalisation)
-        logp_out[start:stop] = logp.double().numpy()
-        predicted.extend(cands[p] for cands, p in zip(rows_cands, pred.tolist()))
+        logp_out[rows] = logp.double().numpy()
+        for i, cands, p in zip(rows, rows_cands, pred.tolist()):
+            predicted[i] = cands[p]
     correct = np.array([p == y for p, y in zip(predicted, labels)], dtype=bool)
     return LabelScores(logp=logp_out, predicted=predicted, correct=correct, n_truncated=n_cut)
