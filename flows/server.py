@@ -3,8 +3,8 @@
 - `auto` (default): PREFECT_API_URL when set, else Prefect's temporary local server, booted in the background
   while the rest of the program imports (it takes several seconds).
 - `local`: a persistent local Prefect server (UI included) at 127.0.0.1:<port>, started in the background
-  with `prefect server start --background` when it is not already up, so reruns skip the start-up and the
-  runs stay browsable in the UI. `make demo` uses this; `prefect server stop` ends it.
+  (`start_local_server`) when it is not already up, so reruns skip the start-up and the runs stay browsable in
+  the UI. `make demo` uses this; `prefect server stop` ends it.
 - any http(s) URL: that Prefect API.
 """
 
@@ -29,49 +29,78 @@ def api_is_up(api_url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def prefect_home() -> Path:
+    from prefect.settings import get_current_settings
+
+    return Path(os.environ.get("PREFECT_HOME") or get_current_settings().home).expanduser()
+
+
 def start_local_server(port: int = LOCAL_PORT, wait_s: float = 90.0) -> str | None:
-    """Start (or find) a background Prefect server on loopback; its API URL, or None when it did not come up."""
+    """Start (or find) a background Prefect server on loopback; its API URL, or None when it did not come up.
+
+    The server is `prefect server start` in a session of its own, its output appended to
+    PREFECT_HOME/larev-server.log and its pid in PREFECT_HOME/server.pid, so `prefect server stop` ends it.
+    Not `--background`: Prefect 3.8 pipes that server's output to the starting process, which exits, so the
+    server died of a broken pipe the first time it logged an error (a busy SQLite's 'database is locked')."""
     api_url = f"http://127.0.0.1:{port}/api"
     if api_is_up(api_url):
         return api_url
+    home = prefect_home()
+    home.mkdir(parents=True, exist_ok=True)
+    pid_file, log_file = home / "server.pid", home / "larev-server.log"
+    if pid_file.exists() and not _pid_alive(pid_file):
+        pid_file.unlink(missing_ok=True)  # left by a server that died
     prefect_cli = Path(sys.executable).with_name("prefect")
-    command = [str(prefect_cli) if prefect_cli.exists() else "prefect", "server", "start", "--background",
-               "--host", "127.0.0.1", "--port", str(port), "--analytics-off"]
+    command = [str(prefect_cli) if prefect_cli.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
+               "--port", str(port), "--analytics-off"]
     try:
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=wait_s)
-        if done.returncode != 0 and "already running" in done.stdout + done.stderr:
-            # a server.pid left by a server that died (its API is down): `prefect server stop` removes it
-            subprocess.run([*command[:2], "stop"], check=False, capture_output=True, timeout=wait_s)
-            done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=wait_s)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:  # it said why; waiting for an API that will not come up helps nobody
-        print(f"`prefect server start` failed: {(done.stderr or done.stdout).strip()[-500:]}", file=sys.stderr)
+        with open(log_file, "ab") as log:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+    except OSError as exc:
+        print(f"`prefect server start` failed: {exc}", file=sys.stderr)
         return None
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if api_is_up(api_url):
+            pid_file.write_text(str(process.pid))
             _with_crash_detection(api_url)
             return api_url
+        if process.poll() is not None:  # it said why in its log; waiting for it helps nobody
+            tail = log_file.read_text(errors="replace").strip().splitlines()[-5:]
+            print(f"`prefect server start` exited with code {process.returncode}: " + " | ".join(tail),
+                  file=sys.stderr)
+            return None
         time.sleep(0.25)
+    process.terminate()
     return None
 
 
+def _pid_alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 def _with_crash_detection(api_url: str) -> None:
-    """Give a server this process started the automation that marks killed runs Crashed (flows/service.py)."""
+    """Give a server this process started the automation that marks killed runs Crashed (flows/service.py).
+
+    Prefect's settings were built when it was imported, before PREFECT_API_URL named this server: the client
+    must be pointed at it through temporary_settings (setting the variable alone sent the automation to a
+    temporary server of its own)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     from flows.service import ensure_crash_detection
 
-    saved = os.environ.get("PREFECT_API_URL")
-    os.environ["PREFECT_API_URL"] = api_url
     try:
-        ensure_crash_detection()
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+            ensure_crash_detection()
     except Exception as exc:  # noqa: BLE001 - a convenience: the run goes on without it
         print(f"warning: no crash detection on {api_url}: {exc}", file=sys.stderr)
-    finally:
-        if saved is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = saved
 
 
 def boot_ephemeral_api() -> threading.Thread:

@@ -202,8 +202,10 @@ def test_a_killed_local_run_is_marked_crashed_by_its_missing_heartbeats(live_ser
 
 
 def test_a_stale_server_pid_file_does_not_keep_the_local_server_down(tmp_path, monkeypatch):
-    """`prefect server start --background` refuses to start while a server.pid names a server that died; larev's
-    local server clears it and starts, instead of waiting 90 s and falling back to a temporary server."""
+    """A server.pid naming a server that died does not keep larev's local server down (it is cleared, instead of
+    waiting 90 s and falling back to a temporary server); the server gets the crash-detection automation, and
+    its output goes to a log file, not to a pipe of the process that started it (Prefect's `--background`
+    did that, and the server died of a broken pipe at its first logged error once that process had exited)."""
     from flows.server import start_local_server
     from tests.service.conftest import _free_port, _up
 
@@ -216,6 +218,16 @@ def test_a_stale_server_pid_file_does_not_keep_the_local_server_down(tmp_path, m
     try:
         api_url = start_local_server(port=port, wait_s=60)  # None if it never came up
         assert api_url == f"http://127.0.0.1:{port}/api" and _up(api_url)
+        # the crash-detection automation went to this server, not to a temporary one of the client's own
+        from prefect.automations import Automation
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        from flows.service import CRASH_AUTOMATION
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+            assert Automation.read(name=CRASH_AUTOMATION).name == CRASH_AUTOMATION
+        pid = int((home / "server.pid").read_text())
+        assert os.readlink(f"/proc/{pid}/fd/1") == str(home / "larev-server.log")
+        assert os.getsid(pid) == pid  # a session of its own: the CLI's Ctrl-C or exit does not reach it
     finally:
         subprocess.run([str(BIN / "prefect"), "server", "stop"], env={**os.environ, "PREFECT_HOME": str(home)},
                        capture_output=True, timeout=60)
