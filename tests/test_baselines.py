@@ -260,6 +260,14 @@ def test_hf_model_that_cannot_load_is_a_config_error(tmp_path):
     ("The man put the milk in the", "refrigerator", "The man put the milk in the refrigerator.", "completion"),
     ("Sam was cold. What did he wear?", "a coat", "Sam was cold. He did wear a coat.", "what"),
     ("  where   WOULD you   put a   plate  ", "cupboard.", "You would put a plate in the cupboard.", "where"),
+    # CommonsenseQA's wh-word inside the sentence
+    ("He visited where in the southwest?", "New Mexico", "He visited New Mexico in the southwest.", "insitu"),
+    ("He didn't want to go where?", "old people's home", "He didn't want to go to the old people's home.", "insitu"),
+    ("Litter collects where when it's thrown out?", "roadsides", "Litter collects in the roadsides when it's "
+                                                                 "thrown out.", "insitu"),
+    ("Car chases usually wreck a what stand?", "produce", "Car chases usually wreck a produce stand.", "insitu"),
+    ("Drunk last night, the next morning what might you experience?", "a hangover",
+     "Drunk last night, the next morning you might experience a hangover.", "what"),
     ("Choose the best option:", "apple", "The answer to 'Choose the best option:' is apple.", "fallback"),
     ("Is it hot or cold?", "hot", "The answer to 'Is it hot or cold?' is hot.", "fallback"),
 ])

@@ -13,7 +13,8 @@ exhausted on HTTP 429 / 5xx / timeouts, or a non-retryable error), fall back to 
 
 Rule forms: blank (fill-in '___'), yesno (aux-first question answered yes/no), what, which, who, where,
 when, why, how (wh-questions with an auxiliary), subject (the wh-word is the subject: 'Who wrote Hamlet?'),
-completion (an unfinished statement without '?') and fallback ("The answer to '<question>' is <answer>.").
+completion (an unfinished statement without '?'), insitu (one wh-word inside the sentence, as in most
+CommonsenseQA questions: 'He visited where in the southwest?') and fallback ("The answer to '<question>' is <answer>.").
 The rules are heuristics: they always produce one line ending in '.', containing the question's content and
 the answer, but not always fluent English.
 """
@@ -339,6 +340,43 @@ def _wh(tokens: list[str], answer: str) -> tuple[str, str] | None:
     return _join(subject, verb, rest, tail), form
 
 
+_IN_SITU_WH = frozenset({"what", "where", "who", "whom"})
+_MOTION_VERBS = frozenset("""go goes went going gone travel travels traveled travelled traveling travelling head heads
+headed move moves moved run ran walk walks walked come comes came drive drove take took bring brought send sent get
+got return returned fly flew""".split())
+_PLACE_OBJECT_VERBS = frozenset("""visit visits visited visiting reach reached find found leave left enter entered
+explore explored""".split())
+
+
+def _in_situ(question: str, answer: str) -> tuple[str, str] | None:
+    """(statement, form) for a question whose one wh-word stands inside the sentence.
+
+    Followed by an auxiliary it starts a question after unpunctuated context ('..., the next morning what might you
+    experience' -> '..., the next morning you might experience a hangover'); otherwise it is replaced where it
+    stands ('he visited where in the southwest' -> 'he visited New Mexico in the southwest', 'his what on the
+    hill' -> 'his dwelling on the hill', 'go where' -> 'go to the X')."""
+    tokens = question.split()
+    hits = [i for i, t in enumerate(tokens) if i > 0 and _low(t.rstrip("?")) in _IN_SITU_WH]
+    if len(hits) != 1:
+        return None
+    i = hits[0]
+    context = " ".join(tokens[:i])
+    rest = tokens[i:]
+    rest[-1] = rest[-1].rstrip("?")
+    rest = [t for t in rest if t]
+    if len(rest) > 1 and _aux(rest[1]):
+        found = _wh(rest, answer)
+        return (_join(context, found[0]), found[1]) if found is not None and found[0].strip() else None
+    wh, trail = _low(rest[0]), rest[0][len(rest[0].rstrip(",;:")):]
+    previous = _low(tokens[i - 1])
+    filler = answer
+    if wh == "where" and previous not in PREPOSITIONS | {"to", "from"} | _PLACE_OBJECT_VERBS:
+        filler = _locative(answer)
+        if previous in _MOTION_VERBS and filler.startswith("in "):
+            filler = "to " + filler[3:]
+    return _join(context, filler + trail, rest[1:]), "insitu"
+
+
 def _blank(question: str, answer: str) -> str | None:
     match = re.search(r"_{2,}|(?<!\S)_(?!\S)", question)
     if match is None:
@@ -378,6 +416,8 @@ class RuleConverter:
                 return text, form
         elif not question.endswith(("?", ":")):
             return f"{question} {answer}", "completion"
+        if (found := _in_situ(question, answer)) is not None:
+            return found
         return f"The answer to '{question}' is {answer}", "fallback"
 
 
