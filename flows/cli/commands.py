@@ -124,14 +124,49 @@ def _bench_stress(args, run_dir: Path) -> Path | None:
     return Path(result["run_dir"])
 
 
+def with_answer_masked_copies(params, out: Path):
+    """QA runs: the parameters with the restating gold rationales of the test split, answer masked, added to the
+    rationales to score (OUT/answer_masked_rationales.parquet, after the user's own file when one is given), for
+    results.json's natural-leakage table. Other runs: the parameters unchanged."""
+    import polars as pl
+
+    from larev.data.files import load_rationales_file
+    from larev.data.restating import masked_rationales
+    from larev.data.sources import load_data
+
+    if params.data.source == "demo" and params.data.task != "qa":
+        return params
+    examples = load_data(params.data)
+    test = examples.filter((pl.col("split") == "test") & (pl.col("task") == "qa"))
+    if test.is_empty():
+        return params
+    masked = masked_rationales(test)
+    if params.rationales:
+        if params.data.column_map:  # the pipeline would apply the column map to the combined file too
+            print("warning: no natural-leakage table: --rationales with a column map; give the rationale file with "
+                  "the canonical columns (id, source, rationale[, label]) to get both", flush=True)
+            return params
+        user = load_rationales_file(params.rationales, examples.filter(pl.col("split") == "test"))
+        masked = pl.concat([user.select(masked.columns), masked])
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "answer_masked_rationales.parquet"
+    masked.write_parquet(path)
+    print(f"natural leakage: {masked.height} restating gold rationales of {test.height} test examples, answer "
+          f"masked, scored too ({path})", flush=True)
+    return params.model_copy(update={"rationales": str(path)})
+
+
 def bench_quality(args) -> int:
     """The whole protocol on one train/test pair; results.json, results.md, results.csv and separations.png in
-    --out. With --from-run, only the outputs are rebuilt from a finished run."""
+    --out. With --from-run, only the outputs are rebuilt from a finished run. QA runs also score the restating
+    gold rationales with their answer masked (the natural-leakage table)."""
     from larev.bench.quality import write_quality_outputs
 
     if args.metrics is not None and args.params is not None:
         args.params = with_metrics(args.params, args.metrics)
     out = Path(args.out)
+    if args.params is not None and not args.from_run:
+        args.params = with_answer_masked_copies(args.params, out)
     if args.from_run:
         run_dir = Path(args.from_run)
         previous = out / "results.json"

@@ -9,6 +9,9 @@ With the stress tests (`larev ftc` / `larev addtext` on the gold rationales), al
 spans removed ({"larev": {"e3_coverage", "span_recall", "residual_accuracy", "residual_before", "reference",
 "chance", "converged", "reliance_phi", "reliance_phi_la"}, "rora": {SOURCE: {"residual_accuracy",
 "accuracy_unmasked", "chance", "residual_gain"}}}).
+QA runs (`larev bench quality --task qa`) also score the restating gold rationales with their answer masked:
+"natural_leakage": {METRIC: {"restating", "restating_masked", "non_restating", "share", "restating_minus_masked",
+"ci": {QUANTITY: [lo, hi]}}} (larev/data/restating.py says what restating means).
 With several seeds (`combine_seeds`), the top-level numbers are means over seeds, beside "seeds", "per_seed",
 "seed_sd" and "positive_in_every_seed".
 METRIC is rev, larev (and larev_<ablation>), rora, rq, las. `scores` are the aggregate scores (REV eq. 6, LAREV
@@ -109,6 +112,7 @@ def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str
         "## Separations: gold minus each degraded variant (all positive = the metric ranks gold first)", "",
         markdown_table(seps) if seps.height else markdown_table(separation_table(summary)), "",
         "## Accuracy of the evaluator that reads the rationale", "", markdown_table(acc), "",
+        *natural_leakage_markdown(results.get("natural_leakage", {})),
         *leakage_markdown(results.get("leakage", {}))])
 
 
@@ -149,6 +153,9 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     leakage = leakage_results(run_dir) if (run_dir / "run.json").exists() else {}
     if leakage:
         results["leakage"] = leakage
+    natural = natural_leakage_results(scores, n_boot=n_boot)
+    if natural:
+        results["natural_leakage"] = natural
     markdown = quality_markdown(summary, results, title=title)
     out.mkdir(parents=True, exist_ok=True)
     if stress_dir is not None:
@@ -170,6 +177,66 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     if intervals is not None:
         intervals.write_csv(out / "results.csv")
     (out / "separations.png").write_bytes(separation_plot(summary, intervals))
+
+
+# ----------------------------------------------------------------------------------------------- natural leakage
+
+NATURAL_GROUPS = ("restating", "restating_masked", "non_restating")
+
+
+def natural_leakage_results(scores: pl.DataFrame, *, n_boot: int, seed: int = 0) -> dict:
+    """results.json's "natural_leakage" entry: per metric, the aggregate score of the gold rationales that restate
+    their answer, of the same rationales with the answer masked (source `RESTATING_MASKED_SOURCE`), of the other
+    gold rationales, the restating share, and restating minus restating_masked (paired over the restating
+    examples), each with a bootstrap interval over test examples ("ci": {GROUP: [lo, hi]}, n_boot > 0).
+    Empty when the run scored no masked copies (not a QA quality run)."""
+    from larev.data.restating import RESTATING_MASKED_SOURCE
+
+    scores = scores.filter(pl.col("source").is_in(["gold", RESTATING_MASKED_SOURCE]))
+    masked_ids = scores.filter(pl.col("source") == RESTATING_MASKED_SOURCE)["id"].unique()
+    if masked_ids.is_empty():
+        return {}
+    restating = pl.col("id").is_in(masked_ids.implode())
+    grouped = scores.with_columns(
+        source=pl.when(pl.col("source") == RESTATING_MASKED_SOURCE).then(pl.lit("restating_masked"))
+        .when(restating).then(pl.lit("restating")).otherwise(pl.lit("non_restating")))
+    paired = bootstrap_intervals(grouped, n_boot=max(n_boot, 1), seed=seed, reference="restating",
+                                 degraded=("restating_masked",))
+    other = bootstrap_intervals(grouped, n_boot=max(n_boot, 1), seed=seed, reference="non_restating", degraded=())
+    table = pl.concat([paired, other]).filter(pl.col("quantity") != "SUM")
+    out: dict[str, dict] = {}
+    for metric in grouped["metric"].unique(maintain_order=True).to_list():
+        gold_ids = grouped.filter((pl.col("metric") == metric) & (pl.col("source") != "restating_masked"))["id"]
+        n_restating = grouped.filter((pl.col("metric") == metric) & (pl.col("source") == "restating")).height
+        rows = {r["quantity"]: r for r in table.filter(pl.col("metric") == metric).iter_rows(named=True)}
+        entry = {g: _number(rows[g]["estimate"]) if g in rows else None for g in NATURAL_GROUPS}
+        entry["share"] = n_restating / gold_ids.n_unique() if gold_ids.n_unique() else None
+        gap = rows.get("restating-restating_masked")
+        entry["restating_minus_masked"] = _number(gap["estimate"]) if gap else None
+        if n_boot > 0:
+            entry["ci"] = {q: [_number(r["ci_low"]), _number(r["ci_high"])] for q, r in rows.items()}
+        out[metric] = entry
+    return out
+
+
+def natural_leakage_markdown(natural: dict) -> list[str]:
+    """The natural-leakage table as a results.md section (nothing when it is empty)."""
+    if not natural:
+        return []
+
+    def cell(entry: dict, key: str) -> str:
+        return _with_interval(entry.get(key), entry.get("ci", {}).get(
+            "restating-restating_masked" if key == "restating_minus_masked" else key))
+
+    rows = [{"metric": m, **{k: cell(e, k) for k in (*NATURAL_GROUPS, "restating_minus_masked")},
+             "share": "n/a" if e["share"] is None else f"{e['share']:.3f}"} for m, e in natural.items()]
+    return ["## Natural leakage: gold rationales that restate their answer", "",
+            "Mean score of the gold rationales containing the answer's text (restating), of the same rationales "
+            "with the answer masked as '___' (restating_masked), and of the other gold rationales; share = "
+            "restating share of the test examples. A leakage-robust metric gives restating - restating_masked "
+            "<= about 0; an accuracy-based one (RQ, LAS) is expected to reward the restatement. Brackets: "
+            "bootstrap 95 % intervals over test examples (paired for the difference).", "",
+            markdown_table(pl.DataFrame(rows)), ""]
 
 
 # ----------------------------------------------------------------------------------------------- leakage and seeds
