@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo server-stop test test-service test-slow bench-quality bench-speed bench-scale bench-memory clean
+.PHONY: install demo server-stop test test-service test-slow bench-quality bench-cose bench-human bench-speed bench-scale bench-memory clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,21 @@ ESNLI ?= ../shared/data/esnli/dev.parquet
 bench-quality: install
 	$(BIN)/larev bench quality --task nli --train $(ESNLI) --train-rows :8000 --test $(ESNLI) --test-rows 8000: \
 		--run-name esnli-bench --out bench/esnli --no-progress
+
+COSE ?= ../shared/data/cose/train.parquet
+HUMAN ?= ../shared/data/human
+
+## every metric on real CoS-E QA (train: first 6,800 questions, test: the rest), with the natural-leakage table
+bench-cose: install
+	$(BIN)/larev bench quality --task qa --train $(COSE) --train-rows :6800 --test $(COSE) --test-rows 6800: \
+		--run-name cose-bench --out bench/cose --no-progress
+
+## agreement with human judgements: CommonsenseQA explanations on the CoS-E run, SNLI ones on the e-SNLI run
+bench-human: install
+	$(BIN)/larev bench human --run runs/cose-bench --annotations $(HUMAN)/cqa_fine_grained.parquet \
+		--annotations $(HUMAN)/cqa_acceptability.parquet --out bench/human-cqa --no-progress
+	$(BIN)/larev bench human --run runs/esnli-bench --annotations $(HUMAN)/snli_acceptability.parquet \
+		--out bench/human-snli --no-progress
 
 ## speed ratios measured side by side (and the demo cold vs cached); results in bench/speed/speed.json
 bench-speed: install

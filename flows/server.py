@@ -1,10 +1,11 @@
 """Which Prefect API a CLI run talks to.
 
-- `auto` (default): PREFECT_API_URL when set, else Prefect's temporary local server, booted in the background
-  while the rest of the program imports (it takes several seconds).
+- `auto` (default): PREFECT_API_URL when set, else `local`.
 - `local`: a persistent local Prefect server (UI included) at 127.0.0.1:<port>, started in the background
-  (`start_local_server`) when it is not already up, so reruns skip the start-up and the runs stay browsable in
-  the UI. `make demo` uses this; `prefect server stop` ends it.
+  (`start_local_server`) when it is not already up, so reruns skip the start-up and every run stays browsable
+  in the UI. `make demo` uses this; `prefect server stop` ends it.
+- `temporary`: Prefect's throwaway in-process server, booted in the background while the rest of the program
+  imports; its runs vanish with the command (~28 s more per command than a running local server).
 - any http(s) URL: that Prefect API.
 """
 
@@ -121,11 +122,11 @@ def boot_ephemeral_api() -> threading.Thread:
 
 def choose_api(server: str) -> tuple[str, threading.Thread | None]:
     """Set up the Prefect API for this process; returns a description and a boot thread to join (or None)."""
-    if server == "auto":
-        if os.environ.get("PREFECT_API_URL"):
-            return os.environ["PREFECT_API_URL"], None
+    if server == "auto" and os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"], None
+    if server == "temporary":
         return "temporary local Prefect server", boot_ephemeral_api()
-    if server == "local":
+    if server in ("auto", "local"):
         api_url = start_local_server()
         if api_url is None:
             print(f"warning: could not start a Prefect server on 127.0.0.1:{LOCAL_PORT}; using a temporary one",

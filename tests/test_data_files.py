@@ -123,7 +123,7 @@ def test_drop_empty_rationales(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="larev.data.files"):
         df = load_examples_file(path, **kw, drop_empty_rationales=True)
     assert df["id"].to_list() == ["n2"]
-    assert "dropped 2 of 3 rows" in caplog.text
+    assert "dropped 2 of 3 rows with an empty rationale: row 0 (id 'n1'), row 2 (id 'n3')" in caplog.text
     assert load_examples_file(path, **kw, require_rationale=False).height == 3
 
 

@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.verbose:
             os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no telemetry calls from an offline box
+        from flows.cli.preflight import check_inputs
+
+        check_inputs(args)  # bad input fails here, in about a second, before any server or flow starts
         if args.command in _NEEDS_API:
             from flows.server import choose_api
             from flows.service import heartbeat_environment

@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from flows.cli.output import print_ftc, print_results
+from flows.cli.output import print_ftc, print_human, print_results
 
 
 def _wait_for_api(args) -> None:
@@ -187,12 +187,39 @@ def bench_quality(args) -> int:
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {args.params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
         print_results(str(run_dir), result["steps"], seconds)
+        if args.human:
+            _run_human(args, str(run_dir), args.human, out)
     if (args.seeds > 1 or args.first_seed) and not args.from_run:
         print(f"\nBenchmark results in {out}: results.json and results.md over {n_seeds} seeds; each seed's "
               "results in seed-<i>/")
     else:
         print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png"
               + ("" if args.no_stress else ", addtext.png"))
+    return 0
+
+
+def _human_params(args, run_dir: str, annotations: list[str], out: Path):
+    from flows.human import HumanParams
+
+    progress = args.params.progress if getattr(args, "params", None) is not None else not args.no_progress
+    return HumanParams(run=run_dir, annotations=annotations, out=str(out), bootstrap=args.bootstrap,
+                       device=getattr(args, "device", "auto"), progress=progress,
+                       refresh=getattr(args, "refresh", False))
+
+
+def _run_human(args, run_dir: str, annotations: list[str], out: Path) -> None:
+    from flows.human import human_agreement
+
+    started = time.perf_counter()
+    result = human_agreement(_human_params(args, run_dir, annotations, out))
+    print_human(result["results"], out, time.perf_counter() - started)
+
+
+def bench_human(args) -> int:
+    """`larev bench human`: a finished run's metrics against human judgements of rationales (the run and the
+    files were checked before the server started: flows/cli/preflight.py)."""
+    _wait_for_api(args)
+    _run_human(args, args.run, args.annotations, Path(args.out))
     return 0
 
 

@@ -56,3 +56,25 @@ def print_ftc(path: Path) -> None:
         reasons = list(s["unextracted_reasons"].items())[:4]
         if reasons:
             print("  no counterfactual: " + "; ".join(f"{reason} ({n})" for reason, n in reasons))
+
+
+def print_human(results: dict, out: Path, seconds: float | None = None) -> None:
+    """The headline of `larev bench human`: per metric the Spearman correlation with the human 'new and
+    supporting' share and the acceptability pairwise accuracy beside its baselines."""
+    def fig(x):
+        return "  n/a" if x is None else f"{x:5.3f}"
+
+    fine, accept = results.get("fine_grained", {}), results.get("acceptability", {})
+    if fine:
+        print("\nAgreement with people's 'new and supporting' judgements (fine-grained):")
+        print(f"  {'metric':<8} {'spearman':>8}  {'95% interval':<16} {'pairwise':>8}")
+        for metric, v in fine.items():
+            lo, hi = v["spearman_ci"]
+            print(f"  {metric:<8} {fig(v['spearman']):>8}  [{fig(lo)}, {fig(hi)}] {fig(v['pairwise']):>8}")
+    if accept:
+        print("\nPredicting acceptability (pairwise accuracy; gpt3_nll, length and chance are baselines):")
+        for name, v in accept.items():
+            lo, hi = v["ci"]
+            print(f"  {name:<9} {fig(v['pairwise_accuracy'])}  [{fig(lo)}, {fig(hi)}]  ({v['pairs']} pairs)")
+    print(f"\nHuman agreement in {out}: human.json, human.md, human.png, skipped.csv"
+          + (f" ({seconds:.0f} s)" if seconds is not None else ""))

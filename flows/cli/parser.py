@@ -130,8 +130,9 @@ def commands() -> dict[str, Command]:
 
 def _server_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default="auto",
-                   help="Prefect API: auto (PREFECT_API_URL, else a temporary server), local (a background server "
-                        "with the UI on 127.0.0.1:4200, started if down), or an API URL")
+                   help="Prefect API (default: %(default)s): auto (PREFECT_API_URL when set, else local), local (the "
+                        "background server with the UI on 127.0.0.1:4200, started if down: every run shows up in "
+                        "the UI), temporary (a throwaway server that lives as long as the command), or an API URL")
 
 
 def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentParser:
@@ -221,8 +222,26 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--first-seed", type=_at_least(0), default=0,
                          help="the first seed offset (default: %(default)s): --first-seed 3 --seeds 2 adds seeds 3 "
                               "and 4 to a study in the same OUT; results.json covers every seed-<i> there")
+    quality.add_argument("--human", action="append", default=None, metavar="ANNOTATIONS",
+                         help="an annotation file (repeatable): after the run, `larev bench human` on it, into --out")
     _server_option(quality)
     quality.set_defaults(func=cmd.bench_quality)
+
+    human = bench.add_parser("human", help="agreement of a finished run's metrics with human judgements of "
+                                           "rationales; human.json, human.md, human.png")
+    human.add_argument("--run", required=True, help="a finished run directory (its task must match the files')")
+    human.add_argument("--annotations", action="append", required=True, metavar="FILE",
+                       help="fine-grained judgements (new_info, supports_label) or acceptability votes (acceptable, "
+                            "candidate) of explanations, e.g. ../shared/data/human/cqa_fine_grained.parquet "
+                            "(repeatable: one file of each kind)")
+    human.add_argument("--out", required=True, help="directory for human.json, human.md, human.png, skipped.csv")
+    human.add_argument("--bootstrap", type=_at_least(0), default=1000,
+                       help="bootstrap resamples over instances for the intervals (default: %(default)s)")
+    human.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    human.add_argument("--no-progress", action="store_true", help="no progress bars")
+    human.add_argument("--refresh", action="store_true", help="recompute every step, cached or not")
+    _server_option(human)
+    human.set_defaults(func=cmd.bench_human)
 
     speed = bench.add_parser("speed", help="speed ratios measured side by side in one run; speed.json")
     speed.add_argument("--out", required=True, help="directory for speed.json")

@@ -209,9 +209,11 @@ def conform_examples(df: pl.DataFrame, *, file: str, task: str | None = None, sp
                             require_rationale=require_rationale and not drop_empty_rationales)
     if drop_empty_rationales:
         empty = pl.col("rationale").is_null() | (pl.col("rationale").str.strip_chars().str.len_chars() == 0)
-        n_empty = out.select(empty.sum()).item()
-        if n_empty:
-            log.warning("%s: dropped %d of %d rows with an empty rationale", file, n_empty, out.height)
+        dropped = out.with_row_index("__row").filter(empty)
+        if dropped.height:
+            shown = ", ".join(f"row {r} (id {i!r})" for r, i in dropped.select("__row", "id").head(5).iter_rows())
+            log.warning("%s: dropped %d of %d rows with an empty rationale: %s%s", file, dropped.height, out.height,
+                        shown, ", ..." if dropped.height > 5 else "")
             out = out.filter(~empty)
         if out.height == 0:
             raise InputError("every row has an empty rationale", file=file, column="rationale")

@@ -1,0 +1,70 @@
+"""Input checks that run before any Prefect server or flow starts: a bad file fails in about a second with one
+clear message (larev.errors), instead of after a server start-up and inside a flow run's traceback.
+
+The flows validate the same inputs again (they are also started from the UI and by schedules); these checks only
+move the CLI's failure to the front. Each reads what it checks the way the flow will: the same loaders, the same
+column map, the run's own test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """Validate the input files of the command in `args` (nothing to check: no-op)."""
+    key = getattr(args, "params_command", None)
+    if key in ("run", "bench quality") and not getattr(args, "from_run", None):
+        task = pipeline_inputs(args.params, with_task=bool(getattr(args, "human", None)))
+        if getattr(args, "human", None):
+            from flows.human import check_annotations
+
+            check_annotations(f"this {task.upper()} run", args.human, task)
+    elif key == "score":
+        score_inputs(args.params)
+    elif args.command == "bench" and getattr(args, "bench", None) == "human":
+        human_inputs(args.run, args.annotations)
+
+
+def pipeline_inputs(params, *, with_task: bool = False) -> str | None:
+    """The pipeline's example files (train, validation, test and their row slices) and a rationale file; the
+    examples' task when they were read (always with `with_task`)."""
+    import polars as pl
+
+    from larev.data.files import load_rationales_file
+    from larev.data.sources import load_data
+
+    if params.data.source != "files" and not params.rationales and not with_task:
+        return None
+    examples = load_data(params.data)
+    if params.rationales:
+        load_rationales_file(params.rationales, examples.filter(pl.col("split") == "test"),
+                             column_map=params.data.column_map or None)
+    return examples["task"][0]
+
+
+def _run_examples(run_dir: str):
+    from storage import ArtifactStore
+    from storage.ref import ArtifactRef
+    from tasks.export import read_run
+
+    run = read_run(run_dir)
+    return ArtifactStore(run["artifact_root"]), ArtifactRef(**run["artifacts"]["examples"])
+
+
+def score_inputs(params) -> None:
+    """`larev score`: the run directory and the rationale file against the run's test split (a shard at a time
+    when sharded, as the flow reads it)."""
+    from tasks.data import check_rationale_file
+
+    store, examples = _run_examples(params.run)
+    check_rationale_file(store, examples, params.rationales, params.column_map or None,
+                         shard_rows=params.scale_out.shard_rows if params.scale_out.enabled else 0)
+
+
+def human_inputs(run_dir: str, annotations: list[str]) -> None:
+    """`larev bench human`: the run directory and every annotation file (of the run's task, distinct kinds)."""
+    from flows.human import check_annotations
+
+    store, examples = _run_examples(run_dir)
+    check_annotations(run_dir, annotations, store.read_parquet(examples.key)["task"][0])
