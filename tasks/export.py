@@ -13,6 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
+import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
 
@@ -59,9 +60,26 @@ def read_run(run_dir: str | Path) -> dict:
     return run
 
 
+TEST_SPLIT_FILE = "test_split.jsonl"
+TEST_SPLIT_COLUMNS = ("id", "task", "premise", "hypothesis", "question", "choices", "label", "rationale")
+
+
+def _scores_with_texts(store: ArtifactStore, scores_path: Path, rationales: ArtifactRef, dest: Path) -> None:
+    """The score table with each row's rationale text after its source (streamed: a big table is never held
+    whole)."""
+    with store.local_copy(rationales.key) as texts:
+        scores = pl.scan_parquet(scores_path)
+        names = scores.collect_schema().names()
+        joined = scores.join(pl.scan_parquet(texts).select("id", "source", "rationale"), on=["id", "source"],
+                             how="left", maintain_order="left")
+        joined.select("id", "source", "rationale", *[c for c in names if c not in ("id", "source")]).sink_parquet(dest)
+
+
 @task(name="export-run", cache_policy=NONE, persist_result=False)
 def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef], params: dict) -> str:
-    """Write scores/summary/report/plot under run_dir, and run.json naming every artifact the run used.
+    """Write scores/summary/report/plot under run_dir, and run.json naming every artifact the run used; the
+    scores carry each rationale's text, and a pipeline run's test split goes to test_split.jsonl (ids, texts,
+    label, gold rationale: what a user's rationale file answers).
 
     Files are written to a temporary name then renamed, so a run directory never holds half a file.
     """
@@ -75,10 +93,18 @@ def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef],
         if name in refs:
             tmp = out / f".{filename}.tmp"
             with store.local_copy(refs[name].key) as src:  # checked, and copied without reading it into memory
-                shutil.copyfile(src, tmp)
+                if name == "scores" and "rationales" in refs:
+                    _scores_with_texts(store, src, refs["rationales"], tmp)
+                else:
+                    shutil.copyfile(src, tmp)
             tmp.replace(out / filename)
         else:  # left by an earlier export to this directory with other options: it would not match run.json
             (out / filename).unlink(missing_ok=True)
+    if "examples" in refs:  # the ids and texts a user's rationale file answers
+        tmp = out / f".{TEST_SPLIT_FILE}.tmp"
+        test = store.read_parquet(refs["examples"].key).filter(pl.col("split") == "test")
+        test.select([c for c in TEST_SPLIT_COLUMNS if c in test.columns]).write_ndjson(tmp)
+        tmp.replace(out / TEST_SPLIT_FILE)
     record = {"artifact_root": recorded_root(store, out), "params": params,
               "artifacts": {k: v.model_dump() for k, v in refs.items()}}
     tmp = out / f".{RUN_FILE}.tmp"

@@ -109,7 +109,7 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
         train_evaluator(psi, [baseline_input(b) for b in tr[MASKED]], tr["label"].to_list(),
                         [baseline_input(b) for b in val[MASKED]], val["label"].to_list(), label_sets(val), train,
                         progress=progress, desc="probe", keep_eval=[psi.model.get_encoder()],
-                        checkpointer=checkpoints)
+                        checkpointer=checkpoints, chance_is_expected=True)  # on masked b: chance is the aim
         return put_evaluator(store, "probe", psi, "probe")
 
 

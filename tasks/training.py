@@ -108,5 +108,6 @@ def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, tr
     with epoch_checkpoints(store, role, train.epochs) as checkpoints:
         train_evaluator(ev, tr["input"].to_list(), [target_text(y) for y in tr["label"]], val["input"].to_list(),
                         [target_text(y) for y in val["label"]], label_sets(val), train, progress=progress,
-                        desc=role, checkpointer=checkpoints)
+                        desc=role, checkpointer=checkpoints,
+                        chance_is_expected=training_rationales is None)  # x alone may not decide the label
         return put_evaluator(store, role, ev, role)

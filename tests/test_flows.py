@@ -74,6 +74,12 @@ def test_cold_run_writes_readable_scores(first_run):
     np.testing.assert_array_equal(acc["score"], acc["correct_with"].cast(float) - acc["correct_base"].cast(float))
     assert acc.filter(pl.col("metric") == "las")["leaks"].null_count() == 0
     assert (scores["logp_with"] <= 0).all() and (scores["logp_base"] <= 0).all()  # label_set: log of a probability
+    # each score row carries the text it scored; the test split a user's file answers is beside it
+    assert scores.columns[:3] == ["id", "source", "rationale"] and scores["rationale"].null_count() == 0
+    test = pl.read_ndjson(run_dir / "test_split.jsonl")
+    assert test.height == 12 and {"id", "premise", "hypothesis", "label", "rationale"} <= set(test.columns)
+    gold = scores.filter((pl.col("source") == "gold") & (pl.col("metric") == "rev")).sort("id")
+    assert gold.select("id", "rationale").equals(test.sort("id").select("id", "rationale"))
     summary = pl.read_parquet(run_dir / "summary.parquet")
     assert set(summary.columns) >= {"metric", "source", "score", "accuracy_with", "accuracy_base", "n"}
     report = (run_dir / "report.md").read_text()

@@ -30,7 +30,9 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
         for s in steps:
             where = f"  on {s.where}" if getattr(s, "where", "local") != "local" else ""
             print(f"  {s.step:<20} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s{where}")
-    print(f"\nOutputs in {run_dir}: scores.parquet, summary.parquet, report.md, separations.png, run.json")
+    written = [name for name in ("scores.parquet", "summary.parquet", "report.md", "separations.png",
+                                 "test_split.jsonl", "run.json") if (Path(run_dir) / name).exists()]
+    print(f"\nOutputs in {run_dir}: {', '.join(written)}")
     if seconds is not None:
         print(f"Finished in {seconds:.1f}s")
 

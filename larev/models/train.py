@@ -108,6 +108,21 @@ def resume_from(checkpointer: Checkpointer | None, model: torch.nn.Module, optim
     return state.epoch, state.progress
 
 
+def warn_if_at_chance(desc: str, result: TrainResult, val_candidates: Sequence[Sequence[str]]) -> None:
+    """Log a warning when the kept epoch's validation accuracy is within 2 standard errors of a uniform guess over
+    each row's label set (nothing to say when every row has one candidate)."""
+    chance = sum(1 / len(c) for c in val_candidates) / len(val_candidates)
+    kept = next((h for h in result.history if h.epoch == result.best_epoch), None)
+    if chance >= 1 or kept is None or math.isnan(kept.val_accuracy):
+        return
+    margin = 2 * math.sqrt(chance * (1 - chance) / len(val_candidates))
+    if kept.val_accuracy <= chance + margin:
+        log.warning("%s: validation accuracy %.3f after %d epochs is within chance (%.3f + %.3f): it has not learned "
+                    "to read its input, and the scores it takes part in are noise. Train longer (--epochs) or start "
+                    "from a pretrained backbone (--backbone)", desc, kept.val_accuracy, len(result.history), chance,
+                    margin)
+
+
 def train_evaluator(
     evaluator: Evaluator,
     train_inputs: list[str],
@@ -122,12 +137,16 @@ def train_evaluator(
     on_epoch_end: Callable[[int, Evaluator, EpochRecord], None] | None = None,
     keep_eval: Sequence[torch.nn.Module] = (),
     checkpointer: Checkpointer | None = None,
+    chance_is_expected: bool = False,
 ) -> TrainResult:
     """Fine-tune `evaluator` in place on (input, label) pairs; returns the per-epoch history.
 
     keep_eval: frozen sub-modules that stay in eval mode (no dropout) while the rest trains, e.g. the leakage
     probe's encoder.
     checkpointer: saves the full training state after every epoch; training resumes from its latest state.
+    chance_is_expected: the model may rightly end at chance (an input-only model, a probe on masked text); else
+    a kept epoch whose validation accuracy is within two standard errors of chance is warned about: the model
+    has not learned to read its input, and every score it takes part in is noise.
     """
     if len(train_inputs) != len(train_labels) or not train_inputs:
         raise ValueError("train_inputs and train_labels must be non-empty and of the same length")
@@ -193,6 +212,8 @@ def train_evaluator(
             on_epoch_end(epoch, evaluator, record)
     best.restore(model)
     result.best_epoch = best.epoch
+    if val_inputs and not chance_is_expected:
+        warn_if_at_chance(desc, result, val_candidates)
     evaluator.meta["training"] = result.as_dict()
     evaluator.meta["train_config"] = config.model_dump(mode="json")
     return result
