@@ -88,6 +88,8 @@ def separation_plot(summary: pl.DataFrame, intervals: pl.DataFrame | None = None
     seps = separation_table(summary)
     metrics = seps["metric"].to_list()
     pairs = [f"gold-{d}" for d in DEGRADED if f"gold-{d}" in seps.columns]
+    if not pairs:  # a user file without the built-in variants: nothing to separate, show the scores
+        return source_plot(summary)
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * max(1, len(pairs)), 3.4), dpi=120)
     width = 0.8 / max(1, len(metrics))
     for i, metric in enumerate(metrics):
@@ -108,6 +110,36 @@ def separation_plot(summary: pl.DataFrame, intervals: pl.DataFrame | None = None
                                                           else ""))
     if metrics:
         ax.legend(frameon=False)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def source_plot(summary: pl.DataFrame) -> bytes:
+    """PNG bar chart of the aggregate score per rationale source, one group of bars per metric: what a run that
+    scored only a user's file (no gold variant to separate from) shows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = summary["metric"].unique(maintain_order=True).to_list()
+    sources = summary["source"].unique(maintain_order=True).to_list()
+    fig, ax = plt.subplots(figsize=(2.2 + 1.2 * max(1, len(metrics)), 3.4), dpi=120)
+    width = 0.8 / max(1, len(sources))
+    for i, source in enumerate(sources):
+        part = dict(summary.filter(pl.col("source") == source).select("metric", "score").iter_rows())
+        values = [part.get(m, float("nan")) for m in metrics]
+        xs = [j + (i - (len(sources) - 1) / 2) * width for j in range(len(metrics))]
+        ax.bar(xs, [0.0 if v is None or math.isnan(v) else v for v in values], width=width, label=source)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(metrics)), [m.upper() for m in metrics])
+    ax.set_ylabel("mean score (nats; RQ, LAS: accuracy)")
+    ax.set_title("score per rationale source")
+    if sources:
+        ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")

@@ -37,3 +37,21 @@ def test_artifact_keys_are_what_prefect_accepts():
     assert artifact_key("demo-nli") == "demo-nli"
     assert artifact_key("My_Run.v2") == "my-run-v2"
     assert artifact_key("__") == "larev"
+
+
+def _bar_pixels(png: bytes) -> int:
+    """How many pixels carry matplotlib's first bar colour (tab:blue, #1f77b4)."""
+    import io
+
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    rgb = (mpimg.imread(io.BytesIO(png), format="png")[..., :3] * 255).round()
+    return int((np.abs(rgb - np.array([31, 119, 180])).max(axis=-1) <= 2).sum())
+
+
+def test_a_user_file_without_variants_plots_its_scores_not_an_empty_chart():
+    user_only = pl.DataFrame({"metric": ["rev", "larev"], "source": ["my-model"] * 2, "score": [0.4, 0.2],
+                              "accuracy_with": [0.9, 0.9], "accuracy_base": [0.5, 0.5], "n": [10, 10]})
+    assert _bar_pixels(separation_plot(user_only)) > 500
+    assert _bar_pixels(separation_plot(_summary(0.5))) > 500
