@@ -75,7 +75,7 @@ def _scores_with_texts(store: ArtifactStore, scores_path: Path, rationales: Arti
         joined.select("id", "source", "rationale", *[c for c in names if c not in ("id", "source")]).sink_parquet(dest)
 
 
-@task(name="export-run", cache_policy=NONE, persist_result=False)
+@task(name="export-run", task_run_name="export-run", cache_policy=NONE, persist_result=False)
 def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef], params: dict) -> str:
     """Write scores/summary/report/plot under run_dir, and run.json naming every artifact the run used; the
     scores carry each rationale's text, and a pipeline run's test split goes to test_split.jsonl (ids, texts,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import polars as pl
@@ -57,16 +58,27 @@ def artifact_key(name: str) -> str:
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", name.lower())).strip("-") or "larev"
 
 
-@task(name="publish", cache_policy=NONE, persist_result=False)
+def ui_rows(table: pl.DataFrame, digits: int = 3) -> list[dict]:
+    """A table as the UI shows it: floats rounded to `digits`, an undefined value (NaN, null) as "n/a"."""
+    def cell(value):
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "n/a"
+        return round(value, digits) if isinstance(value, float) else value
+
+    return [{k: cell(v) for k, v in row.items()} for row in table.iter_rows(named=True)]
+
+
+@task(name="publish", task_run_name="publish-{name}", cache_policy=NONE, persist_result=False)
 def publish(store: ArtifactStore, summary: ArtifactRef, report: ArtifactRef, name: str) -> None:
     """Show the score table and the report in the Prefect UI (on cached reruns too), keyed by the run's name."""
     key = artifact_key(name)
     table = store.read_parquet(summary.key)
-    create_table_artifact(key=f"{key}-scores", table=table.to_dicts(), description="Scores per metric and source")
+    create_table_artifact(key=f"{key}-scores", table=ui_rows(table),
+                          description="Scores per metric and source (3 decimals; n/a: undefined)")
     create_markdown_artifact(key=f"{key}-report", markdown=store.read_text(report.key), description="Run report")
 
 
-@task(name="publish-stress", cache_policy=NONE, persist_result=False)
+@task(name="publish-stress", task_run_name="publish-stress-{name}", cache_policy=NONE, persist_result=False)
 def publish_stress(store: ArtifactStore, refs: dict[str, ArtifactRef], name: str) -> None:
     """Show the AddText report and the FTC summary per source in the Prefect UI, keyed by the output's name."""
     key = artifact_key(name)
@@ -77,4 +89,5 @@ def publish_stress(store: ArtifactStore, refs: dict[str, ArtifactRef], name: str
         by_source = json.loads(store.read_text(refs["ftc_summary"].key))["by_source"]
         rows = [{"source": source, **{k: s[k] for k in ("n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl",
                                                          "ftc_wasserstein")}} for source, s in by_source.items()]
-        create_table_artifact(key=f"{key}-ftc", table=rows, description="FTC per rationale source")
+        create_table_artifact(key=f"{key}-ftc", table=ui_rows(pl.DataFrame(rows)),
+                              description="FTC per rationale source")

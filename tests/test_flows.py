@@ -87,6 +87,15 @@ def test_cold_run_writes_readable_scores(first_run):
     assert (run_dir / "separations.png").read_bytes()[:4] == b"\x89PNG"
     record = json.loads((run_dir / "run.json").read_text())
     assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])
+    # the UI's score table: rounded numbers, one row per metric and source
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        shown = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["tiny-scores"])))
+    rows = json.loads(shown[0].data) if isinstance(shown[0].data, str) else shown[0].data
+    assert len(rows) == summary.height and all(v == round(v, 3) for r in rows for v in r.values()
+                                               if isinstance(v, float))
     for source in SOURCES:
         assert {f"proxy:{source}", f"rationale_model:{source}"} <= set(record["artifacts"])
     assert [k for k in record["artifacts"] if k.startswith("rora_phi:")] == ["rora_phi:gold"]

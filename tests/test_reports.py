@@ -55,3 +55,11 @@ def test_a_user_file_without_variants_plots_its_scores_not_an_empty_chart():
                               "accuracy_with": [0.9, 0.9], "accuracy_base": [0.5, 0.5], "n": [10, 10]})
     assert _bar_pixels(separation_plot(user_only)) > 500
     assert _bar_pixels(separation_plot(_summary(0.5))) > 500
+
+
+def test_ui_table_rounds_and_names_undefined_values():
+    from tasks.reports import ui_rows
+
+    table = pl.DataFrame({"metric": ["las"], "score": [float("nan")], "accuracy_with": [0.123456789], "n": [12],
+                          "leak_rate": [None]}, schema_overrides={"leak_rate": pl.Float64})
+    assert ui_rows(table) == [{"metric": "las", "score": "n/a", "accuracy_with": 0.123, "n": 12, "leak_rate": "n/a"}]

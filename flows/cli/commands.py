@@ -201,9 +201,10 @@ def bench_quality(args) -> int:
 def _human_params(args, run_dir: str, annotations: list[str], out: Path):
     from flows.human import HumanParams
 
-    progress = args.params.progress if getattr(args, "params", None) is not None else not args.no_progress
+    params = getattr(args, "params", None)  # bench quality --human: the pipeline's own options
     return HumanParams(run=run_dir, annotations=annotations, out=str(out), bootstrap=args.bootstrap,
-                       device=getattr(args, "device", "auto"), progress=progress,
+                       device=params.train.device if params is not None else args.device,
+                       progress=params.progress if params is not None else not args.no_progress,
                        refresh=getattr(args, "refresh", False))
 
 
