@@ -43,10 +43,12 @@ bench-quality: install
 COSE ?= ../shared/data/cose/train.parquet
 HUMAN ?= ../shared/data/human
 
-## every metric on real CoS-E QA (train: first 6,800 questions, test: the rest), with the natural-leakage table
+## every metric on real CoS-E QA (train: first 6,800 questions, test: the rest), with the natural-leakage table and
+## the CommonsenseQA human-agreement tables; 12 epochs per evaluator (at the default 3 none learns real QA)
 bench-cose: install
 	$(BIN)/larev bench quality --task qa --train $(COSE) --train-rows :6800 --test $(COSE) --test-rows 6800: \
-		--run-name cose-bench --out bench/cose --no-progress
+		--epochs 12 --la-epochs 4 --set rora.phi_train.epochs=4 --run-name cose-bench --out bench/cose --no-progress \
+		--human $(HUMAN)/cqa_fine_grained.parquet --human $(HUMAN)/cqa_acceptability.parquet
 
 ## agreement with human judgements: CommonsenseQA explanations on the CoS-E run, SNLI ones on the e-SNLI run
 bench-human: install

@@ -81,6 +81,7 @@ def epoch_checkpoints(store: ArtifactStore, name: str, epochs: int,
                                      label=label or name)
     yield checkpointer
     checkpointer.clear()
+    _delete_progress(checkpointer._progress_id)  # done: the run's artifacts show its results, not finished bars
 
 
 def _create_progress(label: str):
@@ -107,3 +108,16 @@ def _update_progress(artifact_id, percent: float) -> None:
         update_progress_artifact(artifact_id=artifact_id, progress=percent)
     except Exception as exc:
         log.debug("progress artifact update failed: %s", exc)
+
+
+def _delete_progress(artifact_id) -> None:
+    """Remove a finished training loop's progress artifact (a failed loop keeps its own, at the epoch it reached)."""
+    if artifact_id is None:
+        return
+    try:
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            client.delete_artifact(artifact_id)
+    except Exception as exc:
+        log.debug("progress artifact %s not deleted: %s", artifact_id, exc)

@@ -93,9 +93,16 @@ def test_cold_run_writes_readable_scores(first_run):
 
     with get_client(sync_client=True) as client:
         shown = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["tiny-scores"])))
+        from prefect.client.schemas.filters import (ArtifactFilterFlowRunId, ArtifactFilterType, FlowRunFilter,
+                                                    FlowRunFilterName)
+
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["larev-tiny"])))
+        bars = client.read_artifacts(artifact_filter=ArtifactFilter(
+            type=ArtifactFilterType(any_=["progress"]), flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in runs])))
     rows = json.loads(shown[0].data) if isinstance(shown[0].data, str) else shown[0].data
     assert len(rows) == summary.height and all(v == round(v, 3) for r in rows for v in r.values()
                                                if isinstance(v, float))
+    assert runs and bars == []  # finished training loops take their progress bars away
     for source in SOURCES:
         assert {f"proxy:{source}", f"rationale_model:{source}"} <= set(record["artifacts"])
     assert [k for k in record["artifacts"] if k.startswith("rora_phi:")] == ["rora_phi:gold"]

@@ -13,7 +13,7 @@ from larev.errors import ConfigError
 from larev.models.evaluator import (candidate_logprobs, load_evaluator, load_hf_checkpoint, normalise_label_scores,
                                     pad_batch, save_evaluator, score_labels, tokenize)
 from larev.models.tokenizer import SPECIAL_TOKENS, train_word_tokenizer
-from larev.models.train import EpochRecord, TrainResult, linear_warmup_decay, train_evaluator, warn_if_at_chance
+from larev.models.train import linear_warmup_decay, train_evaluator, warn_if_at_chance
 from tests.helpers import TINY_MODEL, tiny_evaluator
 
 LABELS = ["entailment", "contradiction", "neutral"]
@@ -186,19 +186,15 @@ def test_saving_and_loading_print_no_hugging_face_bars(tmp_path, capfd):
 
 
 def test_a_model_kept_at_chance_is_warned_about(caplog):
-    """Three choices on 100 validation rows: chance 1/3, two standard errors 0.094. Kept epoch 2 at 0.40 is
-    within it; 0.45 is not; a single-candidate task (the infiller) has nothing to warn about."""
+    """Three choices on 100 validation rows: chance 1/3, two standard errors 0.094. 0.40 is within it; 0.45 is
+    not; a single-candidate task (the infiller) has nothing to warn about."""
     import logging
-
-    def result(accuracy):
-        return TrainResult(history=[EpochRecord(1, 5.0, -3.0, 0.2, 1.0), EpochRecord(2, 4.0, -2.0, accuracy, 1.0)],
-                           best_epoch=2)
 
     three = [["a", "b", "c"]] * 100
     with caplog.at_level(logging.WARNING, logger="larev.models.train"):
-        warn_if_at_chance("phi", result(0.40), three)
+        warn_if_at_chance("phi", 0.40, 2, three)
         assert "phi: validation accuracy 0.400 after 2 epochs is within chance (0.333 + 0.094)" in caplog.text
         caplog.clear()
-        warn_if_at_chance("phi", result(0.45), three)
-        warn_if_at_chance("infiller", result(0.0), [["only"]] * 100)
+        warn_if_at_chance("phi", 0.45, 2, three)
+        warn_if_at_chance("infiller", 0.0, 2, [["only"]] * 100)
         assert caplog.text == ""

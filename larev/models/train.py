@@ -108,19 +108,17 @@ def resume_from(checkpointer: Checkpointer | None, model: torch.nn.Module, optim
     return state.epoch, state.progress
 
 
-def warn_if_at_chance(desc: str, result: TrainResult, val_candidates: Sequence[Sequence[str]]) -> None:
-    """Log a warning when the kept epoch's validation accuracy is within 2 standard errors of a uniform guess over
+def warn_if_at_chance(desc: str, accuracy: float, epochs: int, val_candidates: Sequence[Sequence[str]]) -> None:
+    """Log a warning when a kept model's validation accuracy is within 2 standard errors of a uniform guess over
     each row's label set (nothing to say when every row has one candidate)."""
-    chance = sum(1 / len(c) for c in val_candidates) / len(val_candidates)
-    kept = next((h for h in result.history if h.epoch == result.best_epoch), None)
-    if chance >= 1 or kept is None or math.isnan(kept.val_accuracy):
+    chance = sum(1 / len(c) for c in val_candidates) / max(1, len(val_candidates))
+    if chance >= 1 or not val_candidates or math.isnan(accuracy):
         return
     margin = 2 * math.sqrt(chance * (1 - chance) / len(val_candidates))
-    if kept.val_accuracy <= chance + margin:
+    if accuracy <= chance + margin:
         log.warning("%s: validation accuracy %.3f after %d epochs is within chance (%.3f + %.3f): it has not learned "
                     "to read its input, and the scores it takes part in are noise. Train longer (--epochs) or start "
-                    "from a pretrained backbone (--backbone)", desc, kept.val_accuracy, len(result.history), chance,
-                    margin)
+                    "from a pretrained backbone (--backbone)", desc, accuracy, epochs, chance, margin)
 
 
 def train_evaluator(
@@ -212,8 +210,9 @@ def train_evaluator(
             on_epoch_end(epoch, evaluator, record)
     best.restore(model)
     result.best_epoch = best.epoch
-    if val_inputs and not chance_is_expected:
-        warn_if_at_chance(desc, result, val_candidates)
+    kept = next((h for h in result.history if h.epoch == result.best_epoch), None)
+    if val_inputs and kept is not None and not chance_is_expected:
+        warn_if_at_chance(desc, kept.val_accuracy, len(result.history), val_candidates)
     evaluator.meta["training"] = result.as_dict()
     evaluator.meta["train_config"] = config.model_dump(mode="json")
     return result

@@ -23,7 +23,7 @@ from larev.models.checkpoint import Checkpointer
 from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
                                     tokenize)
 from larev.models.irm import irm_penalty
-from larev.models.train import BestEpoch, checkpoint_state, optimizer_and_schedule, resume_from
+from larev.models.train import BestEpoch, checkpoint_state, optimizer_and_schedule, resume_from, warn_if_at_chance
 from larev.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -289,6 +289,10 @@ def train_leakage_aware(
                                                 "trace": [asdict(t) for t in result.trace]}))
     best.restore(model)
     result.best_epoch = best.epoch
+    kept = next((h for h in result.history if h["epoch"] == best.epoch), {})
+    accuracies = [v for k, v in kept.items() if k.startswith("val_accuracy_")]
+    if accuracies:
+        warn_if_at_chance(desc, sum(accuracies) / len(accuracies), len(result.history), val_candidates)
     phi_la.meta["training"] = result.as_dict()
     phi_la.meta["train_config"] = config.model_dump(mode="json")
     phi_la.meta["objective"] = {**objective.model_dump(mode="json"),
