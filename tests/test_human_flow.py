@@ -76,7 +76,9 @@ def test_bench_human_scores_new_questions_with_their_own_choices(qa_bench):
     assert list(fine) == METRICS
     for metric, entry in fine.items():
         assert set(entry["by_source"]) == {"human", "model"}, metric
-        assert entry["n"] == 12 and -1 <= entry["spearman"] <= 1
+        assert entry["n"] == 12
+        # a metric whose tiny evaluators give every explanation one score (RQ / LAS: 0 gains) has no ranking
+        assert (entry["spearman"] is None and metric in ("rq", "las")) or -1 <= entry["spearman"] <= 1
         assert entry["by_source"]["human"]["human"] == pytest.approx(2 / 3)
     assert human["files"]["fine"]["instances"] == 6 and human["files"]["fine"]["explanations"] == 12
     assert (out / "human.png").read_bytes()[:4] == b"\x89PNG" and "Spearman" in (out / "human.md").read_text()

@@ -134,7 +134,7 @@ def with_answer_masked_copies(params, out: Path):
     from larev.data.restating import masked_rationales
     from larev.data.sources import load_data
 
-    if params.data.source == "demo" and params.data.task != "qa":
+    if params.data.source == "demo" and params.data.demo.task != "qa":
         return params
     examples = load_data(params.data)
     test = examples.filter((pl.col("split") == "test") & (pl.col("task") == "qa"))
