@@ -31,7 +31,10 @@ from tests.test_flows import tiny_params
 
 pytestmark = pytest.mark.service
 
-CRASH_AFTER = 60  # seconds without a heartbeat before the automation marks a run Crashed (heartbeats every 30 s)
+# seconds without a heartbeat before the automation marks a run Crashed (heartbeats every 30 s): the product's
+# default. At 60 s, one of three runs of this suite on a busy machine saw the healthy retried run killed (-9) after
+# about a minute; a heartbeat event the busy SQLite server dropped ('database is locked') is the likely cause.
+CRASH_AFTER = 90
 
 
 def _params(root: Path, name: str = "svc"):
