@@ -117,6 +117,9 @@ def separation_plot(summary: pl.DataFrame, intervals: pl.DataFrame | None = None
     return buf.getvalue()
 
 
+MAX_PLOTTED_SOURCES = 8
+
+
 def source_plot(summary: pl.DataFrame) -> bytes:
     """PNG bar chart of the aggregate score per rationale source, one group of bars per metric: what a run that
     scored only a user's file (no gold variant to separate from) shows."""
@@ -127,6 +130,12 @@ def source_plot(summary: pl.DataFrame) -> bytes:
 
     metrics = summary["metric"].unique(maintain_order=True).to_list()
     sources = summary["source"].unique(maintain_order=True).to_list()
+    title = "score per rationale source"
+    if len(sources) > MAX_PLOTTED_SOURCES:  # a bar each would be unreadable: their mean per metric
+        title = f"mean score over {len(sources)} rationale sources"
+        summary = summary.group_by("metric", maintain_order=True).agg(pl.col("score").mean()).with_columns(
+            source=pl.lit("mean"))
+        sources = ["mean"]
     fig, ax = plt.subplots(figsize=(2.2 + 1.2 * max(1, len(metrics)), 3.4), dpi=120)
     width = 0.8 / max(1, len(sources))
     for i, source in enumerate(sources):
@@ -137,7 +146,7 @@ def source_plot(summary: pl.DataFrame) -> bytes:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(metrics)), [m.upper() for m in metrics])
     ax.set_ylabel("mean score (nats; RQ, LAS: accuracy)")
-    ax.set_title("score per rationale source")
+    ax.set_title(title)
     if sources:
         ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()

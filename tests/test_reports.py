@@ -63,3 +63,11 @@ def test_ui_table_rounds_and_names_undefined_values():
     table = pl.DataFrame({"metric": ["las"], "score": [float("nan")], "accuracy_with": [0.123456789], "n": [12],
                           "leak_rate": [None]}, schema_overrides={"leak_rate": pl.Float64})
     assert ui_rows(table) == [{"metric": "las", "score": "n/a", "accuracy_with": 0.123, "n": 12, "leak_rate": "n/a"}]
+
+
+def test_many_sources_plot_their_mean_without_a_crowded_legend(recwarn):
+    many = pl.DataFrame({"metric": ["rev"] * 40, "source": [f"model-{i}" for i in range(40)],
+                         "score": [0.1 * i for i in range(40)], "accuracy_with": [0.9] * 40,
+                         "accuracy_base": [0.5] * 40, "n": [10] * 40})
+    assert _bar_pixels(separation_plot(many)) > 500
+    assert not [w for w in recwarn if "tight_layout" in str(w.message).lower() or "Tight layout" in str(w.message)]
