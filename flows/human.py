@@ -59,7 +59,7 @@ def check_annotations(run: str, annotations: list[str], run_task: str) -> list:
 def human_agreement(params: HumanParams) -> dict:
     """Score each annotation file's explanations with every metric of a finished run and compare with people."""
     from larev.human.report import (acceptability_agreement, fine_grained_agreement, human_markdown, human_plot,
-                                    metric_scores)
+                                    judged_scores)
 
     run = read_run(params.run)
     refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
@@ -84,9 +84,7 @@ def human_agreement(params: HumanParams) -> dict:
             scores = pl.concat([store.read_parquet(t.key) for t in tables], how="diagonal_relaxed")
             if ann.kind == "fine_grained":
                 results["fine_grained"] = fine_grained_agreement(ann, scores, n_boot=params.bootstrap)
-                judged = ann.judgements.select("id", "source", "human")
-                fine_frames = {m: judged.join(part, on=["id", "source"]) for m, part in
-                               metric_scores(scores, judged["source"].unique().to_list()).items()}
+                fine_frames = judged_scores(ann.judgements.select("id", "source", "human"), scores)
             else:
                 results["acceptability"] = acceptability_agreement(ann, scores, n_boot=params.bootstrap)
             skipped.append(ann.skipped.with_columns(file=pl.lit(ann.name)))

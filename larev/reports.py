@@ -18,6 +18,32 @@ def _fmt(x) -> str:
     return str(x)
 
 
+def json_number(x) -> float | None:
+    """A number for JSON, which has no NaN: an undefined value is null."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def with_interval(estimate, interval, missing: str = "nan") -> str:
+    """'0.123 [0.100, 0.150]' (3 decimals; the estimate alone without an interval, `missing` without an
+    estimate)."""
+    if estimate is None:
+        return missing
+    if not interval or interval[0] is None:
+        return f"{estimate:.3f}"
+    return f"{estimate:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def png_bytes(fig) -> bytes:
+    """A finished matplotlib figure as PNG bytes (laid out tight, then closed)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def markdown_table(df: pl.DataFrame) -> str:
     """A GitHub-flavoured Markdown table of a small frame."""
     head = "| " + " | ".join(df.columns) + " |"
@@ -110,11 +136,7 @@ def separation_plot(summary: pl.DataFrame, intervals: pl.DataFrame | None = None
                                                           else ""))
     if metrics:
         ax.legend(frameon=False)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 MAX_PLOTTED_SOURCES = 8
@@ -149,8 +171,4 @@ def source_plot(summary: pl.DataFrame) -> bytes:
     ax.set_title(title)
     if sources:
         ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)

@@ -12,10 +12,8 @@ from tasks.outputs import put_table
 @larev_task("human-inputs", code=(annotations,))
 def annotation_inputs(store: ArtifactStore, path: str, digest: str) -> dict[str, ArtifactRef]:
     """An annotation file's instances (examples.parquet, split test) and its explanations to score
-    (rationales.parquet), plus the judgements and what was set aside. `digest`: the file's content hash (an edited
-    file reruns this step and what follows)."""
+    (rationales.parquet). `digest`: the file's content hash (an edited file reruns this step and what follows);
+    the flow compares the scores with the judgements it read from the same file."""
     read = annotations.read_annotations(path)
     return {"examples": put_table(store, "examples.parquet", read.examples),
-            "rationales": put_table(store, "rationales.parquet", read.rationales),
-            "judgements": put_table(store, "judgements.parquet", read.judgements),
-            "skipped": put_table(store, "skipped.parquet", read.skipped)}
+            "rationales": put_table(store, "rationales.parquet", read.rationales)}

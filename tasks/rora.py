@@ -77,7 +77,7 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
     from larev.formats import task_inputs
     from larev.leakage.probe import residual_leakage
     from larev.leakage.rationale_model import accuracy_of, load_rationale_model
-    from larev.leakage.spans import detect_leakage, detect_leakage_spans
+    from larev.leakage.spans import chance_level, detect_leakage, detect_leakage_spans
     from larev.methods.rora.infill import mask_spans
 
     df = source_frame(store, examples, training_rationales, source)
@@ -87,7 +87,7 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
     ordered = pl.concat([tr, val])
     cands = label_sets(ordered)
     labels, rationales, n = ordered["label"].to_list(), ordered["rationale"].to_list(), tr.height
-    chance = sum(1 / len(c) for c in cands[n:]) / (len(cands) - n) if len(cands) > n else float("nan")
+    chance = chance_level(cands[n:]) if len(cands) > n else float("nan")
     if config.rule == "spans":
         table, per_row, found = detect_leakage_spans(model, rationales, labels, cands, task_inputs(ordered), n, config,
                                                      lambda text, spans: mask_spans(text, spans)[0],

@@ -30,15 +30,10 @@ from pydantic import BaseModel
 
 from larev.metrics.bootstrap import bootstrap_intervals
 from larev.metrics.scores import VARIANTS, separations
-from larev.reports import markdown_table, separation_plot, separation_table
+from larev.reports import json_number, markdown_table, separation_plot, separation_table, with_interval
 
 
 SEPARATION_COLUMNS = ["gold-leaky", "gold-gold_leaky", "gold-vacuous", "SUM"]  # results.md's separation columns
-
-
-def _number(x) -> float | None:
-    """JSON has no NaN: an undefined value is null."""
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
 def quality_results(summary: pl.DataFrame, *, n_test: int, seconds: float | None,
@@ -48,16 +43,16 @@ def quality_results(summary: pl.DataFrame, *, n_test: int, seconds: float | None
     scores: dict[str, dict[str, float | None]] = {}
     accuracy: dict[str, dict[str, float | None]] = {}
     for row in summary.filter(pl.col("source").is_in(VARIANTS)).iter_rows(named=True):
-        scores.setdefault(row["metric"], {})[row["source"]] = _number(row["score"])
-        accuracy.setdefault(row["metric"], {})[row["source"]] = _number(row["accuracy_with"])
-    seps = {m: {k: _number(v) for k, v in separations(summary, m).items()} for m in scores}
+        scores.setdefault(row["metric"], {})[row["source"]] = json_number(row["score"])
+        accuracy.setdefault(row["metric"], {})[row["source"]] = json_number(row["accuracy_with"])
+    seps = {m: {k: json_number(v) for k, v in separations(summary, m).items()} for m in scores}
     out = {"scores": scores, "accuracy": accuracy, "separations": seps, "n_test": n_test,
            "seconds": None if seconds is None else round(seconds, 1)}
     if intervals is not None:
         out["intervals"] = {}
         for row in intervals.iter_rows(named=True):
-            out["intervals"].setdefault(row["metric"], {})[row["quantity"]] = [_number(row["ci_low"]),
-                                                                                _number(row["ci_high"])]
+            out["intervals"].setdefault(row["metric"], {})[row["quantity"]] = [json_number(row["ci_low"]),
+                                                                                json_number(row["ci_high"])]
     return out
 
 
@@ -77,17 +72,10 @@ def stress_results(ftc: dict | None, shift: pl.DataFrame | None, *, source: str 
         addtext: dict[str, dict] = {}
         for row in per_kind(shift).filter(pl.col("orig_source") == source).iter_rows(named=True):
             addtext.setdefault(row["metric"], {})[row["addtext_kind"]] = {
-                "mean_shift": _number(row["mean_shift"]), "rise_share": _number(row["rise_share"]), "n": int(row["n"])}
+                "mean_shift": json_number(row["mean_shift"]), "rise_share": json_number(row["rise_share"]),
+                "n": int(row["n"])}
         out["addtext"] = addtext
     return out
-
-
-def _with_interval(estimate, interval) -> str:
-    if estimate is None:
-        return "nan"
-    if not interval or interval[0] is None:
-        return f"{estimate:.3f}"
-    return f"{estimate:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str:
@@ -95,11 +83,11 @@ def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str
     carry them), and the evaluator accuracies."""
     metrics = list(results["scores"])
     ci = results.get("intervals", {})
-    wide = pl.DataFrame([{"metric": m, **{v: _with_interval(results["scores"][m].get(v), ci.get(m, {}).get(v))
+    wide = pl.DataFrame([{"metric": m, **{v: with_interval(results["scores"][m].get(v), ci.get(m, {}).get(v))
                                           for v in VARIANTS}} for m in metrics])
     acc = pl.DataFrame([{"metric": m, **{v: results["accuracy"][m].get(v) for v in VARIANTS}} for m in metrics])
     pairs = SEPARATION_COLUMNS
-    seps = pl.DataFrame([{"metric": m, **{p: _with_interval(results["separations"][m].get(p), ci.get(m, {}).get(p))
+    seps = pl.DataFrame([{"metric": m, **{p: with_interval(results["separations"][m].get(p), ci.get(m, {}).get(p))
                                           for p in pairs}} for m in metrics if results["separations"].get(m)])
     seconds = results.get("seconds")
     note = " Brackets: paired bootstrap 95 % intervals over test examples." if ci else ""
@@ -209,12 +197,12 @@ def natural_leakage_results(scores: pl.DataFrame, *, n_boot: int, seed: int = 0)
         gold_ids = grouped.filter((pl.col("metric") == metric) & (pl.col("source") != "restating_masked"))["id"]
         n_restating = grouped.filter((pl.col("metric") == metric) & (pl.col("source") == "restating")).height
         rows = {r["quantity"]: r for r in table.filter(pl.col("metric") == metric).iter_rows(named=True)}
-        entry = {g: _number(rows[g]["estimate"]) if g in rows else None for g in NATURAL_GROUPS}
+        entry = {g: json_number(rows[g]["estimate"]) if g in rows else None for g in NATURAL_GROUPS}
         entry["share"] = n_restating / gold_ids.n_unique() if gold_ids.n_unique() else None
         gap = rows.get("restating-restating_masked")
-        entry["restating_minus_masked"] = _number(gap["estimate"]) if gap else None
+        entry["restating_minus_masked"] = json_number(gap["estimate"]) if gap else None
         if n_boot > 0:
-            entry["ci"] = {q: [_number(r["ci_low"]), _number(r["ci_high"])] for q, r in rows.items()}
+            entry["ci"] = {q: [json_number(r["ci_low"]), json_number(r["ci_high"])] for q, r in rows.items()}
         out[metric] = entry
     return out
 
@@ -225,7 +213,7 @@ def natural_leakage_markdown(natural: dict) -> list[str]:
         return []
 
     def cell(entry: dict, key: str) -> str:
-        return _with_interval(entry.get(key), entry.get("ci", {}).get(
+        return with_interval(entry.get(key), entry.get("ci", {}).get(
             "restating-restating_masked" if key == "restating_minus_masked" else key))
 
     rows = [{"metric": m, **{k: cell(e, k) for k in (*NATURAL_GROUPS, "restating_minus_masked")},
@@ -261,14 +249,14 @@ def leakage_results(run_dir: Path) -> dict:
     out: dict = {}
     if "leakage_spans" in artifacts:
         row = store.read_parquet(artifacts["leakage_spans"]["key"]).row(0, named=True)
-        larev = {"residual_accuracy": _number(row["residual_after"]),
-                 "residual_before": _number(row["residual_before"]), "reference": _number(row["reference"]),
-                 "hypothesis_only": _number(row.get("hypothesis_only")),
-                 "chance": _number(row["chance"]), "span_recall": _number(row["span_recall"]),
+        larev = {"residual_accuracy": json_number(row["residual_after"]),
+                 "residual_before": json_number(row["residual_before"]), "reference": json_number(row["reference"]),
+                 "hypothesis_only": json_number(row.get("hypothesis_only")),
+                 "chance": json_number(row["chance"]), "span_recall": json_number(row["span_recall"]),
                  "converged": bool(row["converged"]), "chosen": row["chosen"]}
         if "environments" in artifacts:
             envs = store.read_parquet(artifacts["environments"]["key"])
-            larev["e3_coverage"] = _number(coverage(envs).get(ANTONYM))
+            larev["e3_coverage"] = json_number(coverage(envs).get(ANTONYM))
             if {"phi", "larev", "examples"} <= set(artifacts):
                 larev |= _reliance(store, artifacts, envs)
         out["larev"] = larev
@@ -277,9 +265,9 @@ def leakage_results(run_dir: Path) -> dict:
         if name.startswith("rora_leakage:"):
             row = store.read_parquet(ref["key"]).row(0, named=True)
             rora[name.split(":", 1)[1]] = {
-                "residual_accuracy": _number(row["accuracy_masked"]),
-                "accuracy_unmasked": _number(row["accuracy_unmasked"]), "chance": _number(row["chance"]),
-                "residual_gain": _number(row.get("residual_gain"))}
+                "residual_accuracy": json_number(row["accuracy_masked"]),
+                "accuracy_unmasked": json_number(row["accuracy_unmasked"]), "chance": json_number(row["chance"]),
+                "residual_gain": json_number(row.get("residual_gain"))}
     if rora:
         out["rora"] = rora
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from larev.metrics.bootstrap import resample_counts
+from larev.metrics.bootstrap import percentile_interval, resample_counts
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:
@@ -86,17 +86,8 @@ def pairwise_accuracy(credits: pl.DataFrame, *, n_boot: int = 1000, seed: int = 
         counts = resample_counts(len(credit), n_boot, seed)
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = (counts @ credit) / (counts @ pairs)
-        ci = _percentile_interval(boot, level)
+        ci = list(percentile_interval(boot, level)[:2])
     return {"accuracy": accuracy, "ci": ci, "pairs": int(total)}
-
-
-def _percentile_interval(samples: np.ndarray, level: float) -> list[float]:
-    finite = samples[np.isfinite(samples)]
-    if finite.size == 0:
-        return [float("nan"), float("nan")]
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(finite, [tail, 100 - tail])
-    return [float(low), float(high)]
 
 
 def spearman_interval(frame: pl.DataFrame, score: str, target: str, *, n_boot: int = 1000, seed: int = 0,
@@ -115,4 +106,4 @@ def spearman_interval(frame: pl.DataFrame, score: str, target: str, *, n_boot: i
         drawn = np.bincount(rng.integers(0, len(ids), len(ids)), minlength=len(ids))
         rows = np.repeat(np.arange(len(s)), drawn[owner])
         boot[b] = spearman(s[rows], t[rows])
-    return _percentile_interval(boot, level)
+    return list(percentile_interval(boot, level)[:2])

@@ -12,8 +12,6 @@ LAREV eq. 4.4, RORA eq. 10, RQ / LAS: the accuracy gain of the simulator on that
 
 from __future__ import annotations
 
-import io
-import math
 
 import numpy as np
 import polars as pl
@@ -21,46 +19,44 @@ import polars as pl
 from larev.human.agreement import (kendall_tau_b, pairwise_accuracy, pairwise_credits, spearman,
                                    spearman_interval)
 from larev.human.annotations import Annotations
-from larev.reports import markdown_table
+from larev.reports import json_number, markdown_table, png_bytes, with_interval
 
 METRIC_ORDER = ("rev", "larev", "rora", "rq", "las")
 BASELINES = ("gpt3_nll", "length", "chance")
 
 
-def _number(x) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
-
-
-def metric_scores(scores: pl.DataFrame, sources: list[str]) -> dict[str, pl.DataFrame]:
-    """Per metric (METRIC_ORDER first), its pointwise score per (id, source) for the annotated sources."""
-    part = scores.filter(pl.col("source").is_in(sources)).select("metric", "id", "source", "score")
+def judged_scores(judgements: pl.DataFrame, scores: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per metric (METRIC_ORDER first), the judgements of each annotated (id, source) with the metric's pointwise
+    `score` beside them (explanations the metric did not score left out)."""
+    part = scores.filter(pl.col("source").is_in(judgements["source"].unique().implode())).select(
+        "metric", "id", "source", "score")
     metrics = sorted(part["metric"].unique().to_list(),
                      key=lambda m: (METRIC_ORDER.index(m) if m in METRIC_ORDER else len(METRIC_ORDER), m))
-    return {m: part.filter(pl.col("metric") == m).drop("metric") for m in metrics}
+    return {m: judgements.join(part.filter(pl.col("metric") == m).drop("metric"), on=["id", "source"],
+                               how="inner").drop_nulls("score") for m in metrics}
 
 
 def fine_grained_agreement(annotations: Annotations, scores: pl.DataFrame, *, n_boot: int = 1000,
                            seed: int = 0) -> dict:
     """Per metric: Spearman (with its interval) and Kendall between the score and the human share of 'new and
     supporting' judgements over every explanation, within-instance pairwise agreement, and the means per source."""
-    judged = annotations.judgements.select("id", "source", "human")
     out = {}
-    for metric, part in metric_scores(scores, judged["source"].unique().to_list()).items():
-        frame = judged.join(part, on=["id", "source"], how="inner").drop_nulls("score")
+    for metric, frame in judged_scores(annotations.judgements.select("id", "source", "human"), scores).items():
         if frame.height < 2:
             continue
         credits = pairwise_credits(frame, "score", "human")
         pairwise = pairwise_accuracy(credits, n_boot=n_boot, seed=seed)
-        by_source = {r["source"]: {"metric": _number(r["metric"]), "human": _number(r["human"]), "n": r["n"]}
+        by_source = {r["source"]: {"metric": json_number(r["metric"]), "human": json_number(r["human"]),
+                                   "n": r["n"]}
                      for r in frame.group_by("source", maintain_order=True)
                      .agg(metric=pl.col("score").mean(), human=pl.col("human").mean(), n=pl.len())
                      .sort("source").iter_rows(named=True)}
         out[metric] = {
-            "spearman": _number(spearman(frame["score"], frame["human"])),
-            "spearman_ci": [_number(v) for v in spearman_interval(frame, "score", "human", n_boot=n_boot,
+            "spearman": json_number(spearman(frame["score"], frame["human"])),
+            "spearman_ci": [json_number(v) for v in spearman_interval(frame, "score", "human", n_boot=n_boot,
                                                                   seed=seed)],
-            "kendall": _number(kendall_tau_b(frame["score"], frame["human"])),
-            "pairwise": _number(pairwise["accuracy"]), "pairwise_ci": [_number(v) for v in pairwise["ci"]],
+            "kendall": json_number(kendall_tau_b(frame["score"], frame["human"])),
+            "pairwise": json_number(pairwise["accuracy"]), "pairwise_ci": [json_number(v) for v in pairwise["ci"]],
             "pairs": pairwise["pairs"], "n": frame.height, "by_source": by_source}
     return out
 
@@ -70,9 +66,7 @@ def acceptability_agreement(annotations: Annotations, scores: pl.DataFrame, *, n
     """Per metric and baseline: within-instance pairwise accuracy on explanations with different acceptable
     votes (does the one more people accepted score higher?), with an interval over instances."""
     judged = annotations.judgements.select("id", "source", "votes", "gpt3_nll", "length")
-    candidates: dict[str, pl.DataFrame] = {
-        m: judged.join(part, on=["id", "source"], how="inner").drop_nulls("score")
-        for m, part in metric_scores(scores, judged["source"].unique().to_list()).items()}
+    candidates = judged_scores(judged, scores)
     if judged["gpt3_nll"].null_count() < judged.height:
         candidates["gpt3_nll"] = judged.drop_nulls("gpt3_nll").with_columns(score=-pl.col("gpt3_nll"))
     candidates["length"] = judged.with_columns(score=pl.col("length"))
@@ -81,17 +75,9 @@ def acceptability_agreement(annotations: Annotations, scores: pl.DataFrame, *, n
     out = {}
     for name, frame in candidates.items():
         result = pairwise_accuracy(pairwise_credits(frame, "score", "votes"), n_boot=n_boot, seed=seed)
-        out[name] = {"pairwise_accuracy": _number(result["accuracy"]), "ci": [_number(v) for v in result["ci"]],
-                     "pairs": result["pairs"]}
+        out[name] = {"pairwise_accuracy": json_number(result["accuracy"]),
+                     "ci": [json_number(v) for v in result["ci"]], "pairs": result["pairs"]}
     return out
-
-
-def _interval(value, ci) -> str:
-    if value is None:
-        return "n/a"
-    if not ci or ci[0] is None:
-        return f"{value:.3f}"
-    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def human_markdown(results: dict, *, title: str) -> str:
@@ -111,9 +97,9 @@ def human_markdown(results: dict, *, title: str) -> str:
                   "share the metric orders the same way; ties 1/2) with 95 % bootstrap intervals over questions.",
                   "",
                   markdown_table(pl.DataFrame([{
-                      "metric": m, "spearman": _interval(v["spearman"], v["spearman_ci"]),
+                      "metric": m, "spearman": with_interval(v["spearman"], v["spearman_ci"], missing="n/a"),
                       "kendall": "n/a" if v["kendall"] is None else f"{v['kendall']:.3f}",
-                      "pairwise": _interval(v["pairwise"], v["pairwise_ci"]), "pairs": v["pairs"]}
+                      "pairwise": with_interval(v["pairwise"], v["pairwise_ci"], missing="n/a"), "pairs": v["pairs"]}
                       for m, v in fine.items()])), "",
                   "### Mean per explanation source (metric score / human share)", ""]
         sources = sorted({s for v in fine.values() for s in v["by_source"]})
@@ -127,9 +113,9 @@ def human_markdown(results: dict, *, title: str) -> str:
                   "Of two explanations of one instance with different 'acceptable' votes, the share where the one "
                   "more people accepted scores higher (ties 1/2); 95 % bootstrap intervals over instances. "
                   "Baselines: gpt3_nll (lower = better), length (longer = better), chance (a random score).", "",
-                  markdown_table(pl.DataFrame([{"scorer": k, "pairwise_accuracy": _interval(v["pairwise_accuracy"],
-                                                                                             v["ci"]),
-                                                "pairs": v["pairs"]} for k, v in accept.items()])), ""]
+                  markdown_table(pl.DataFrame([
+                      {"scorer": k, "pairwise_accuracy": with_interval(v["pairwise_accuracy"], v["ci"], missing="n/a"),
+                       "pairs": v["pairs"]} for k, v in accept.items()])), ""]
     return "\n".join(lines)
 
 
@@ -170,8 +156,4 @@ def human_plot(results: dict, fine_frames: dict[str, pl.DataFrame] | None = None
         ax.set_ylim(0.3, 0.8)
         ax.set_ylabel("pairwise accuracy (95% interval)", fontsize=8)
         ax.set_title("acceptability: which of two scores higher", fontsize=9)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)

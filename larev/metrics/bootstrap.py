@@ -33,14 +33,23 @@ def weighted_aggregate(counts: np.ndarray, values: np.ndarray, leaks: np.ndarray
     return leak_macro_average(counts @ (values * lk), counts @ lk, counts @ (values * (1 - lk)), counts @ (1 - lk))
 
 
-def _interval(estimate: float, boot: np.ndarray, level: float) -> tuple[float, float, float]:
-    finite = boot[~np.isnan(boot)]
-    nan_share = 1.0 - finite.size / boot.size
-    if finite.size == 0 or np.isnan(estimate):
+def percentile_interval(samples: np.ndarray, level: float) -> tuple[float, float, float]:
+    """(low, high, nan_share): the central `level` percentile interval of the resampled values, ignoring the NaN
+    ones (NaN bounds when every one is NaN), and the share that was NaN."""
+    finite = samples[~np.isnan(samples)]
+    nan_share = 1.0 - finite.size / samples.size
+    if finite.size == 0:
         return float("nan"), float("nan"), nan_share
     tail = (1.0 - level) / 2 * 100
     low, high = np.percentile(finite, [tail, 100 - tail])
     return float(low), float(high), nan_share
+
+
+def _interval(estimate: float, boot: np.ndarray, level: float) -> tuple[float, float, float]:
+    low, high, nan_share = percentile_interval(boot, level)
+    if np.isnan(estimate):
+        return float("nan"), float("nan"), nan_share
+    return low, high, nan_share
 
 
 def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,

@@ -111,10 +111,12 @@ def resume_from(checkpointer: Checkpointer | None, model: torch.nn.Module, optim
 def warn_if_at_chance(desc: str, accuracy: float, epochs: int, val_candidates: Sequence[Sequence[str]]) -> None:
     """Log a warning when a kept model's validation accuracy is within 2 standard errors of a uniform guess over
     each row's label set (nothing to say when every row has one candidate)."""
-    chance = sum(1 / len(c) for c in val_candidates) / max(1, len(val_candidates))
+    from larev.leakage.spans import binomial_margin, chance_level
+
+    chance = chance_level(val_candidates)
     if chance >= 1 or not val_candidates or math.isnan(accuracy):
         return
-    margin = 2 * math.sqrt(chance * (1 - chance) / len(val_candidates))
+    margin = binomial_margin(chance, len(val_candidates), z=2.0)
     if accuracy <= chance + margin:
         log.warning("%s: validation accuracy %.3f after %d epochs is within chance (%.3f + %.3f): it has not learned "
                     "to read its input, and the scores it takes part in are noise. Train longer (--epochs) or start "

@@ -3,10 +3,9 @@ and how often it raises it (a rise is the failure: the rationale looks more info
 
 from __future__ import annotations
 
-import io
-
 import polars as pl
 
+from larev.reports import png_bytes
 from larev.stress.addtext.shift import ALL, per_kind
 
 
@@ -65,8 +64,4 @@ def shift_plot(shift: pl.DataFrame) -> bytes:
     ax.set_title(f"irrelevant text added to '{source}' rationales")
     if kinds:
         ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)
