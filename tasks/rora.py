@@ -125,6 +125,7 @@ def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: Mod
     have them; other checkpoints get them added and their embeddings resized)."""
     from larev.methods.rora.infill import with_sentinels
     from larev.models.evaluator import new_evaluator
+    from larev.models.pretrained import resize_vocabulary
 
     model = model.model_copy(update={"max_target_tokens": max(model.max_target_tokens, config.max_new_tokens)})
     if model.backbone == "embedded":
@@ -133,7 +134,7 @@ def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: Mod
         return new_evaluator(model, tokenizer=tok, seed=seed)
     ev = new_evaluator(model, seed=seed)
     if with_sentinels(ev.tokenizer, config.max_spans):
-        ev.model.resize_token_embeddings(len(ev.tokenizer))
+        resize_vocabulary(ev.model, len(ev.tokenizer))
     return ev
 
 

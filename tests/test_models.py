@@ -194,6 +194,10 @@ def test_a_model_kept_at_chance_is_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger="larev.models.train"):
         warn_if_at_chance("phi", 0.40, 2, three)
         assert "phi: validation accuracy 0.400 after 2 epochs is within chance (0.333 + 0.094)" in caplog.text
+        assert "--backbone minilm" in caplog.text
+        caplog.clear()
+        warn_if_at_chance("phi", 0.40, 2, three, backbone="minilm")  # already pretrained: other advice
+        assert "--learning-rate" in caplog.text and "--backbone" not in caplog.text
         caplog.clear()
         warn_if_at_chance("phi", 0.45, 2, three)
         warn_if_at_chance("infiller", 0.0, 2, [["only"]] * 100)

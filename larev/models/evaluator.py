@@ -1,11 +1,12 @@
 """Evaluator models: build, save, load, encode, and batched log p(label | input).
 
 An evaluator is any seq2seq model that reads an input text and is scored on the label's text as the decoder
-target. Two ways to get one:
+target. Three ways to get one:
 - `embedded`: a small T5 built from `ModelConfig` with the word-level tokenizer trained on the training texts,
   no download needed (the offline default);
+- a named pretrained backbone shipped in a Python package (`minilm`; larev/models/pretrained.py), offline too;
 - a Hugging Face checkpoint by name or local path (t5-large, facebook/bart-large, google/flan-t5-base ...).
-Both are saved in Hugging Face format (safetensors weights only) with the larev configs in `larev_config.json`.
+All are saved in Hugging Face format (safetensors weights only) with the larev configs in `larev_config.json`.
 
 Log-probability normalisation (one for every metric; `ScoreConfig.normalisation`):
 - `label_set` (default): s_k = sum of the token log-probs of candidate label k (its tokens and the end token);
@@ -47,6 +48,7 @@ class Evaluator:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     bf16: bool = True
     meta: dict = field(default_factory=dict)  # role, training history ... saved beside the config
+    base: dict | None = None  # the pretrained checkpoint it started from (name, digest); None: built from config
 
     @property
     def pad_id(self) -> int:
@@ -124,15 +126,44 @@ def load_hf_checkpoint(config: ModelConfig) -> Evaluator:
         ) from None
     if tokenizer.pad_token_id is None:
         raise ConfigError(f"the tokenizer of {config.backbone!r} has no pad token")
-    return Evaluator(model=model, tokenizer=tokenizer, config=config)
+    base = {"backbone": config.backbone}
+    weights = Path(config.backbone).expanduser() / "model.safetensors"
+    if weights.is_file():  # a local checkpoint: record which weights it was
+        from larev.models.pretrained import file_digest
+
+        base.update(weights="model.safetensors", sha256=file_digest(str(weights)))
+    return Evaluator(model=model, tokenizer=tokenizer, config=config, base=base)
+
+
+def build_named(config: ModelConfig, seed: int) -> Evaluator:
+    """A seq2seq evaluator warm-started from a named offline checkpoint (larev/models/pretrained.py); `seed`
+    draws its new weights (cross-attention, and the decoder unless `config.pretrained_decoder`)."""
+    from larev.models import pretrained
+
+    directory = pretrained.checkpoint_dir(config.backbone)
+    tokenizer = pretrained.wordpiece_tokenizer(directory)
+    model = pretrained.build_bert2bert(directory, pretrained_decoder=config.pretrained_decoder, seed=seed)
+    model.config.decoder_start_token_id = tokenizer.cls_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.config.eos_token_id = tokenizer.sep_token_id
+    model.generation_config.decoder_start_token_id = tokenizer.cls_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.sep_token_id
+    return Evaluator(model=model, tokenizer=tokenizer, config=config,
+                     base=pretrained.base_record(config.backbone, directory))
 
 
 def new_evaluator(config: ModelConfig, *, tokenizer=None, seed: int = 0) -> Evaluator:
-    """A fresh evaluator to train: the embedded T5 (needs the trained `tokenizer`) or an HF checkpoint."""
+    """A fresh evaluator to train: the embedded T5 (needs the trained `tokenizer`), a named offline checkpoint
+    (`minilm`) or an HF checkpoint."""
+    from larev.models.pretrained import is_named
+
     if config.backbone == "embedded":
         if tokenizer is None:
             raise ConfigError("backbone='embedded' needs the tokenizer trained on the training texts")
         return build_embedded_t5(config, tokenizer, seed)
+    if is_named(config.backbone):
+        return build_named(config, seed)
     return load_hf_checkpoint(config)
 
 
@@ -157,7 +188,8 @@ def save_evaluator(evaluator: Evaluator, out_dir: str | Path, **extra_meta) -> P
         evaluator.model.save_pretrained(out, safe_serialization=True)
         evaluator.tokenizer.save_pretrained(out)
     meta = {**evaluator.meta, **extra_meta}
-    payload = {"larev_version": __version__, "model_config": evaluator.config.model_dump(mode="json"), "meta": meta}
+    payload = {"larev_version": __version__, "model_config": evaluator.config.model_dump(mode="json"), "meta": meta,
+               "base_checkpoint": evaluator.base}
     (out / LAREV_CONFIG_FILE).write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
     return out
 
@@ -183,7 +215,8 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
             + (_pickle_refusal(path) or " Rerun the step that trained this model.")
         ) from None
     model.eval()
-    ev = Evaluator(model=model, tokenizer=tokenizer, config=config, bf16=bf16, meta=payload.get("meta", {}))
+    ev = Evaluator(model=model, tokenizer=tokenizer, config=config, bf16=bf16, meta=payload.get("meta", {}),
+                   base=payload.get("base_checkpoint"))
     return ev.to(resolve_device(device))
 
 

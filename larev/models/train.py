@@ -53,10 +53,12 @@ def linear_warmup_decay(step: int, total: int, warmup: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def optimizer_and_schedule(model: torch.nn.Module, config: TrainConfig, total_steps: int):
-    """AdamW and the linear warm-up / decay schedule over `total_steps` (every larev training loop)."""
+def optimizer_and_schedule(model: torch.nn.Module, config: TrainConfig, total_steps: int, backbone: str):
+    """AdamW and the linear warm-up / decay schedule over `total_steps` (every larev training loop); the peak
+    learning rate is the config's, else the backbone's default."""
     warmup = int(config.warmup_ratio * total_steps)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate_for(backbone),
+                                  weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                   lambda s: linear_warmup_decay(s, total_steps, warmup))
     return optimizer, scheduler
@@ -108,9 +110,10 @@ def resume_from(checkpointer: Checkpointer | None, model: torch.nn.Module, optim
     return state.epoch, state.progress
 
 
-def warn_if_at_chance(desc: str, accuracy: float, epochs: int, val_candidates: Sequence[Sequence[str]]) -> None:
+def warn_if_at_chance(desc: str, accuracy: float, epochs: int, val_candidates: Sequence[Sequence[str]],
+                      backbone: str = "embedded") -> None:
     """Log a warning when a kept model's validation accuracy is within 2 standard errors of a uniform guess over
-    each row's label set (nothing to say when every row has one candidate)."""
+    each row's label set (nothing to say when every row has one candidate); the advice names what to change."""
     from larev.leakage.spans import binomial_margin, chance_level
 
     chance = chance_level(val_candidates)
@@ -119,8 +122,10 @@ def warn_if_at_chance(desc: str, accuracy: float, epochs: int, val_candidates: S
     margin = binomial_margin(chance, len(val_candidates), z=2.0)
     if accuracy <= chance + margin:
         log.warning("%s: validation accuracy %.3f after %d epochs is within chance (%.3f + %.3f): it has not learned "
-                    "to read its input, and the scores it takes part in are noise. Train longer (--epochs) or start "
-                    "from a pretrained backbone (--backbone)", desc, accuracy, epochs, chance, margin)
+                    "to read its input, and the scores it takes part in are noise. Train longer (--epochs)%s", desc,
+                    accuracy, epochs, chance, margin,
+                    " or start from a pretrained backbone (--backbone minilm)" if backbone == "embedded"
+                    else " or raise the learning rate (--learning-rate)")
 
 
 def train_evaluator(
@@ -162,7 +167,8 @@ def train_evaluator(
                     evaluator.config.max_input_tokens)
     n = len(x_ids)
     steps_per_epoch = math.ceil(n / config.batch_size)
-    optimizer, scheduler = optimizer_and_schedule(model, config, steps_per_epoch * config.epochs)
+    optimizer, scheduler = optimizer_and_schedule(model, config, steps_per_epoch * config.epochs,
+                                                  evaluator.config.backbone)
     result = TrainResult(n_truncated=n_cut)
     best = BestEpoch()
     done, progress_state = resume_from(checkpointer, model, optimizer, scheduler, best, generator,
@@ -214,7 +220,7 @@ def train_evaluator(
     result.best_epoch = best.epoch
     kept = next((h for h in result.history if h.epoch == result.best_epoch), None)
     if val_inputs and kept is not None and not chance_is_expected:
-        warn_if_at_chance(desc, kept.val_accuracy, len(result.history), val_candidates)
+        warn_if_at_chance(desc, kept.val_accuracy, len(result.history), val_candidates, evaluator.config.backbone)
     evaluator.meta["training"] = result.as_dict()
     evaluator.meta["train_config"] = config.model_dump(mode="json")
     return result

@@ -258,7 +258,7 @@ def train_leakage_aware(
     steps_per_epoch = math.ceil(n / config.batch_size)
     total = steps_per_epoch * config.epochs
     model = phi_la.model
-    optimizer, scheduler = optimizer_and_schedule(model, config, total)
+    optimizer, scheduler = optimizer_and_schedule(model, config, total, phi_la.config.backbone)
     result = LAResult()
     best = BestEpoch()
     done, state = resume_from(checkpointer, model, optimizer, scheduler, best, generator, epochs=config.epochs,
@@ -292,7 +292,8 @@ def train_leakage_aware(
     kept = next((h for h in result.history if h["epoch"] == best.epoch), {})
     accuracies = [v for k, v in kept.items() if k.startswith("val_accuracy_")]
     if accuracies:
-        warn_if_at_chance(desc, sum(accuracies) / len(accuracies), len(result.history), val_candidates)
+        warn_if_at_chance(desc, sum(accuracies) / len(accuracies), len(result.history), val_candidates,
+                          phi_la.config.backbone)
     phi_la.meta["training"] = result.as_dict()
     phi_la.meta["train_config"] = config.model_dump(mode="json")
     phi_la.meta["objective"] = {**objective.model_dump(mode="json"),

