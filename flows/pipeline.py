@@ -28,7 +28,7 @@ from tasks.runner import StepRunner
 from tasks.training import train_tokenizer
 from tasks.data import load_examples, load_rationales
 from tasks.export import export_run
-from tasks.reports import publish, summarise_scores
+from tasks.reports import publish, publish_score_table, summarise_scores
 from tasks.sharding import ScaleOutConfig
 
 
@@ -40,7 +40,7 @@ class PipelineParams(BaseModel):
     run_name: str = Field("demo", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                           description="names the run directory and the Prefect artifacts")
     artifact_root: str = Field(".larev/store", description="artifact store: a local path or s3://bucket/prefix")
-    run_dir: str = Field("runs", description="the run's headline outputs go to <run_dir>/<run_name>")
+    run_dir: str = Field("runs", description="the run's headline outputs go to RUN_DIR/RUN_NAME")
     data: DataConfig = Field(default_factory=DataConfig)
     baselines: BaselineConfig = Field(default_factory=BaselineConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -74,6 +74,10 @@ def source_digests(data: DataConfig) -> list[str]:
 def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     """Train every enabled metric's evaluators (REV, LAREV, RORA, RQ / LAS) and score the rationale variants (and
     a user file) on the test split."""
+    from flows.cli.preflight import flow_input_check, pipeline_inputs
+
+    if (failed := flow_input_check(pipeline_inputs, params)) is not None:
+        return failed
     store = ArtifactStore(params.artifact_root)
     with StepRunner(store, gpu_deployment=params.gpu_deployment, scale_out=params.scale_out,
                     progress=params.progress,
@@ -92,7 +96,8 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
             report_models.update(trained.report_models)
             scores += metric.score(run, models, rationales)
         report = steps.run(summarise_scores, scores, f"larev run '{params.run_name}'", tables, report_models)
-    publish(store, report["summary"], report["report"], name=params.run_name)
+    publish(store, report["report"], name=params.run_name)
+    publish_score_table(store, report["summary"], params.run_name)
     refs = {**inputs, **models, **tables, **report}
     run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))
     return {"run_dir": run_dir, "refs": refs, "steps": steps.records}

@@ -20,7 +20,7 @@ from tasks.metric import Run
 from tasks.runner import StepRunner
 from tasks.data import load_rationale_shards, load_rationales
 from tasks.export import export_run, read_run
-from tasks.reports import publish, publish_stress, summarise_scores
+from tasks.reports import publish, publish_score_table, publish_stress, summarise_scores
 from tasks.sharding import ScaleOutConfig
 from tasks.stress import addtext_shifts, ftc_problem, local_model_digest, perturb_for_addtext, score_ftc
 
@@ -31,7 +31,7 @@ class ScoreParams(BaseModel):
     run: str = Field(..., description="a finished pipeline run's directory (holding run.json)")
     rationales: str = Field(..., description="rationale file: id, source, rationale[, label] (.parquet/.jsonl/.csv)")
     name: str = Field("scored", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                      description="outputs go to <run>/<name>/")
+                      description="outputs go to RUN/NAME/ (RUN: the --run directory)")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
@@ -59,6 +59,10 @@ def score_rationales(params: ScoreParams) -> dict:
 
     Sources the run has RORA / RQ / LAS models for (the built-in variants' names) use them; any other source is
     scored with the models trained on the gold rationales."""
+    from flows.cli.preflight import flow_input_check, score_inputs
+
+    if (failed := flow_input_check(score_inputs, params)) is not None:
+        return failed
     run = read_run(params.run)
     refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
     store = ArtifactStore(run["artifact_root"])
@@ -77,7 +81,8 @@ def score_rationales(params: ScoreParams) -> dict:
         stress = stress_steps(trained, refs, rationales, ftc=params.ftc, addtext=params.addtext,
                               sources=tuple(params.stress_sources), title=Path(params.rationales).name)
         report = steps.run(summarise_scores, scores, f"larev scores of {Path(params.rationales).name}")
-    publish(store, report["summary"], report["report"], name=params.name)
+    publish(store, report["report"], name=params.name)
+    publish_score_table(store, report["summary"], params.name)
     if stress:
         publish_stress(store, stress, name=params.name)
     inputs = {"rationales": rationales} if isinstance(rationales, ArtifactRef) else {}  # shards: in the store

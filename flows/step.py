@@ -23,7 +23,7 @@ class StepParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     task: str = Field(..., pattern=r"^tasks\.[a-z_]+:[a-z_]+$",
-                      description="the step's task as '<module>:<function>', e.g. 'tasks.rev:train_model'")
+                      description="the step's task as 'MODULE:FUNCTION', e.g. 'tasks.rev:train_model'")
     label: str = Field("step", description="the step's name in the calling run (names this flow run)")
     arguments: dict[str, Any] = Field(default_factory=dict,
                                       description="the task's arguments; the artifact store is given by its root")

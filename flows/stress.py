@@ -32,7 +32,8 @@ class StressParams(BaseModel):
     run: str = Field(..., description="a finished pipeline run's directory (holding run.json)")
     rationales: str | None = Field(None, description="rationale file (id, source, rationale[, label]); empty: the "
                                                      "run's own rationale variants")
-    name: str = Field("stress", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="outputs go to <run>/<name>/")
+    name: str = Field("stress", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      description="outputs go to RUN/NAME/ (RUN: the --run directory)")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     sources: list[str] | None = Field(None, description="rationale sources to look at, '*' for all; empty: 'gold' "
                                                         "of the run's variants, every source of a file")

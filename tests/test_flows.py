@@ -99,6 +99,8 @@ def test_cold_run_writes_readable_scores(first_run):
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["larev-tiny"])))
         bars = client.read_artifacts(artifact_filter=ArtifactFilter(
             type=ArtifactFilterType(any_=["progress"]), flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in runs])))
+    # the flow run's own artifact (listed above the task runs' artifacts in the UI), the report a task's
+    assert shown[0].task_run_id is None and shown[0].flow_run_id is not None
     rows = json.loads(shown[0].data) if isinstance(shown[0].data, str) else shown[0].data
     assert len(rows) == summary.height and all(v == round(v, 3) for r in rows for v in r.values()
                                                if isinstance(v, float))
@@ -219,6 +221,19 @@ def test_bad_input_exits_nonzero_and_writes_nothing(case, tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
     store = tmp_path / "store"
     assert not store.exists() or not [p for p in store.rglob("*") if p.is_file() and "_prefect" not in p.parts]
+
+
+def test_a_flow_started_with_a_missing_file_fails_before_any_step_with_one_message(tmp_path, caplog):
+    """As from the UI or a schedule (no CLI preflight): the run's state carries the message, no step runs, and its
+    logs hold the one error line, not a traceback."""
+    missing = tmp_path / "no-such-rationales.jsonl"
+    state = larev_pipeline(tiny_params(tmp_path, rationales=str(missing)), return_state=True)
+    assert state.is_failed()
+    assert state.message == f"{missing}: file not found"
+    assert not (tmp_path / "store").exists() and not (tmp_path / "runs").exists()
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in errors if "no-such-rationales" in r.getMessage()] == [state.message]
+    assert not any(r.exc_info for r in errors)
 
 
 def test_cli_show(first_run, tmp_path, capsys):

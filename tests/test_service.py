@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,6 +36,15 @@ GPU_STEPS = ["train-phi_base", "train-phi", "leakage-terms", "probe", "train-lar
              *(f"train-proxy-{source}" for source in ("gold", "leaky", "gold_leaky", "vacuous"))]
 
 
+def _descriptions(node) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["description"]] if isinstance(node.get("description"), str) else []
+        return found + [d for v in node.values() for d in _descriptions(v)]
+    if isinstance(node, list):
+        return [d for v in node for d in _descriptions(v)]
+    return []
+
+
 def test_prefect_yaml_entrypoints_import_and_build_parameter_schemas():
     from prefect.utilities.callables import parameter_schema
 
@@ -55,6 +65,9 @@ def test_prefect_yaml_entrypoints_import_and_build_parameter_schemas():
         undocumented = [k for k, v in model["properties"].items() if "description" not in v and "$ref" not in v
                         and "allOf" not in v]
         assert not undocumented, f"{deployment['name']}: parameters without a description: {undocumented}"
+        # the UI renders descriptions as Markdown and drops anything tag-like ('<run_dir>/<run_name>' showed as '/')
+        tagged = [d for d in _descriptions(schema) if re.search(r"<[^>\s]*>", d)]
+        assert not tagged, f"{deployment['name']}: descriptions the UI would cut: {tagged}"
         for schedule in deployment.get("schedules", []):
             from prefect.client.schemas.schedules import CronSchedule
 

@@ -1,9 +1,10 @@
 """Input checks that run before any Prefect server or flow starts: a bad file fails in about a second with one
 clear message (larev.errors), instead of after a server start-up and inside a flow run's traceback.
 
-The flows validate the same inputs again (they are also started from the UI and by schedules); these checks only
-move the CLI's failure to the front. Each reads what it checks the way the flow will: the same loaders, the same
-column map, the run's own test split.
+The flows run the same checks first (they are also started from the UI and by schedules, `flow_input_check`): a
+bad file fails the flow run before any step with the one message as its state and a one-line error log, not a
+traceback printed twice. Each check reads what it checks the way the flow will: the same loaders, the same column
+map, the run's own test split.
 """
 
 from __future__ import annotations
@@ -24,6 +25,22 @@ def check_inputs(args: argparse.Namespace) -> None:
         score_inputs(args.params)
     elif args.command == "bench" and getattr(args, "bench", None) == "human":
         human_inputs(args.run, args.annotations)
+
+
+def flow_input_check(check, *args):
+    """Inside a flow: run `check(*args)`; on bad input (a LarevError) log its message as the run's one error line
+    and return a Failed state that carries it, else None. The flow returns that state at once."""
+    from prefect import get_run_logger
+    from prefect.states import Failed
+
+    from larev.errors import LarevError
+
+    try:
+        check(*args)
+    except LarevError as exc:
+        get_run_logger().error("%s", exc)
+        return Failed(message=str(exc))
+    return None
 
 
 def pipeline_inputs(params, *, with_task: bool = False) -> str | None:

@@ -38,7 +38,7 @@ class AttributionConfig(_Config):
     n_steps: int = Field(32, ge=1, description="IG integration steps (points on the path from reference to input)")
     reference: Literal["pad", "mask", "zero"] = Field(
         "pad", description="IG reference at every content position: the pad token's embedding, the mask token's, "
-                           "or zeros; special tokens (</s> ...) and padding keep their own embedding")
+                           "or zeros; special tokens (the end token ...) and padding keep their own embedding")
     batch_size: int = Field(16, ge=1, description="examples per captum call (each expands to n_steps rows)")
     internal_batch_size: int | None = Field(
         None, ge=1, description="captum's internal_batch_size: rows per forward/backward pass of the expanded "

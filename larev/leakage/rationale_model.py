@@ -44,7 +44,7 @@ class RationaleModelConfig(_Config):
         "ngrams", description="ngrams: bag of word n-grams (fastText style); encoder: one small Transformer layer")
     ngram: int = Field(2, ge=1, le=3, description="ngrams: use word n-grams up to this order")
     dim: int = Field(64, ge=4, description="embedding size")
-    min_count: int = Field(2, ge=1, description="n-grams seen fewer times in training map to <unk>")
+    min_count: int = Field(2, ge=1, description="n-grams seen fewer times in training map to the unknown token")
     max_words: int = Field(96, ge=4, description="rationales are cut to this many words")
     epochs: int = Field(5, ge=1)
     batch_size: int = Field(64, ge=1)

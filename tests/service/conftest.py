@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -145,6 +146,26 @@ def live_service(tmp_path_factory):
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+# seconds without a heartbeat before the automation marks a run Crashed (heartbeats every 30 s): the product's
+# default. At 60 s, one of three runs of this suite on a busy machine saw the healthy retried run killed (-9) after
+# about a minute; a heartbeat event the busy SQLite server dropped ('database is locked') is the likely cause.
+CRASH_AFTER = 90
+
+
+@pytest.fixture(scope="session")
+def deployed(live_service):
+    """Pools and crash detection by `larev service setup`, then the deployments by Prefect's own CLI."""
+    setup = live_service.run(str(BIN / "larev"), "service", "setup", "--no-deploy", "--crash-after",
+                             str(CRASH_AFTER), "--server", live_service.api_url)
+    assert "crash detection" in setup.stdout
+    started = time.monotonic()
+    deploy = live_service.prefect("--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml",
+                                  env={"LAREV_HOME": "/deploy/time/value/must/not/stick"})
+    seconds = time.monotonic() - started
+    spec = yaml.safe_load((REPO / "deployments" / "prefect.yaml").read_text())
+    return {"spec": spec, "deploy": deploy, "seconds": seconds}
 
 
 def params_json(params) -> str:

@@ -21,20 +21,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import yaml
 
 from larev.config import TrainConfig
 from larev.methods.leakage_aware.config import LarevConfig
 from larev.methods.rora.config import RoraConfig
-from tests.service.conftest import BIN, REPO, params_json
+from tests.service.conftest import BIN, CRASH_AFTER, REPO, params_json
 from tests.test_flows import tiny_params
 
 pytestmark = pytest.mark.service
 
-# seconds without a heartbeat before the automation marks a run Crashed (heartbeats every 30 s): the product's
-# default. At 60 s, one of three runs of this suite on a busy machine saw the healthy retried run killed (-9) after
-# about a minute; a heartbeat event the busy SQLite server dropped ('database is locked') is the likely cause.
-CRASH_AFTER = 90
 
 
 def _params(root: Path, name: str = "svc"):
@@ -55,20 +50,6 @@ def _wait_for_file(path: Path, timeout: float, what: str) -> str:
             return path.read_text()
         time.sleep(0.5)
     raise AssertionError(f"{what}: {path} did not appear within {timeout:.0f} s")
-
-
-@pytest.fixture(scope="module")
-def deployed(live_service):
-    """Pools and crash detection by `larev service setup`, then the deployments by Prefect's own CLI."""
-    setup = live_service.run(str(BIN / "larev"), "service", "setup", "--no-deploy", "--crash-after",
-                             str(CRASH_AFTER), "--server", live_service.api_url)
-    assert "crash detection" in setup.stdout
-    started = time.monotonic()
-    deploy = live_service.prefect("--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml",
-                                  env={"LAREV_HOME": "/deploy/time/value/must/not/stick"})
-    seconds = time.monotonic() - started
-    spec = yaml.safe_load((REPO / "deployments" / "prefect.yaml").read_text())
-    return {"spec": spec, "deploy": deploy, "seconds": seconds}
 
 
 @pytest.fixture(scope="module")

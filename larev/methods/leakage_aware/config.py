@@ -67,7 +67,7 @@ class LarevConfig(_Config):
                                   description="phi_LA: batch_size counts instances, each with its 3 environments "
                                               "(the thesis: 2 epochs, one instance per step)")
     ablations: list[Literal["no_irm", "no_probe", "erm_envs", "thesis"]] = Field(
-        default_factory=list, description="extra phi_LA variants scored as larev_<name>: no_irm (lambda_irm 0), "
+        default_factory=list, description="extra phi_LA variants scored as larev_NAME: no_irm (lambda_irm 0), "
                                           "no_probe (lambda_probe 0), erm_envs (both 0), thesis (the thesis's "
                                           "weights for the task); thesis table 5.6")
 
