@@ -157,7 +157,9 @@ def test_the_real_minilm_weights_load_offline_and_train(monkeypatch):
     assert len(ev.tokenizer) == 30522 and ev.tokenizer("A man")["input_ids"] == [101, 1037, 2158, 102]
     inputs = ["A man plays a guitar. A person plays music.", "A dog sleeps. The cat runs."] * 4
     labels = ["entailment", "contradiction"] * 4
-    result = train_evaluator(ev, inputs, labels, inputs, labels, [NLI] * 8, TrainConfig(epochs=3, batch_size=8),
+    result = train_evaluator(ev, inputs, labels, inputs, labels, [NLI] * 8, TrainConfig(epochs=4, batch_size=4),
                              progress=False)
-    # three epochs on two repeated rows: the pretrained encoder separates them
+    # 8 steps at the default 1e-4 on two repeated rows: the new cross-attention learns to tell them apart (measured:
+    # accuracy 1.0 from the third epoch on)
     assert result.history[-1].val_accuracy == 1.0
+    assert result.history[-1].val_logp > result.history[0].val_logp
