@@ -31,6 +31,8 @@ def test_ramp_and_thesis_defaults():
     # the embedded small model gets IRM weight 1 unless asked for the thesis's values
     assert LeakageAwareConfig().weights("nli", "embedded") == (1.0, 0.005)
     assert LeakageAwareConfig(defaults="thesis").weights("nli", "embedded") == (25.0, 0.005)
+    assert LeakageAwareConfig().weights("nli", "minilm") == (1.0, 0.005)  # 25 collapsed it on e-SNLI
+    assert LeakageAwareConfig().weights("nli", "t5-large") == (25.0, 0.005)
     cfg = LarevConfig(objective=LeakageAwareConfig(lambda_irm=2.0))
     assert cfg.objective_for("thesis").weights("qa", "embedded") == (5.0, 0.0005)
     assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
