@@ -230,6 +230,12 @@ def test_missing_split_asks_for_one(tmp_path):
             column_map={"explanation": "rationale"})
 
 
+def test_missing_task_asks_for_one(tmp_path):
+    path = _write_jsonl(tmp_path / "x.jsonl", [{k: v for k, v in r.items() if k != "task"} for r in QA_ROWS])
+    _raises_at(path, None, "task", re.escape("missing required column(s) ['task'] (or say the task: --task nli|qa)"),
+               load_examples_file, path)
+
+
 def test_contract_errors_name_the_file_row_and_column(tmp_path):
     rows = [NLI_ROWS[0], {**NLI_ROWS[1], "label": "maybe"}]
     path = _write_jsonl(tmp_path / "x.jsonl", rows)
