@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from larev.config import ModelConfig, TrainConfig
+from larev.config import ModelConfig, ScoreConfig, TrainConfig
 from larev.errors import ConfigError
 from larev.models import pretrained
 from larev.models.evaluator import LAREV_CONFIG_FILE, load_evaluator, new_evaluator, save_evaluator, score_labels
@@ -99,15 +99,14 @@ def test_training_saving_and_loading_offline(tiny_minilm, tmp_path):
     before = {k: v.clone() for k, v in ev.model.state_dict().items()}
     inputs = ["a man plays a guitar . a person plays music ."] * 8 + ["a dog sleeps . the cat runs ."] * 8
     labels = ["entailment"] * 8 + ["contradiction"] * 8
-    result = train_evaluator(ev, inputs, labels, inputs[:4], labels[:4], [NLI] * 4,
-                             TrainConfig(epochs=1, batch_size=8), progress=False)
-    assert result.best_epoch == 1
+    train_evaluator(ev, inputs, labels, inputs[:4], labels[:4], [NLI] * 4, TrainConfig(epochs=1, batch_size=8),
+                    progress=False)
     after = ev.model.state_dict()
     for key in ("encoder.encoder.layer.0.attention.self.query.weight",
                 "decoder.bert.encoder.layer.0.crossattention.self.query.weight"):
         assert not torch.equal(before[key], after[key]), key
     scores = score_labels(ev, inputs, labels, [NLI] * len(inputs))
-    assert scores.logp.shape == (16,) and (scores.logp <= 0).all()
+    assert scores.logp.shape == (16,)
 
     out = save_evaluator(ev, tmp_path / "phi")
     assert (out / "model.safetensors").is_file() and not list(out.glob("*.bin"))
@@ -163,3 +162,22 @@ def test_the_real_minilm_weights_load_offline_and_train(monkeypatch):
     # accuracy 1.0 from the third epoch on)
     assert result.history[-1].val_accuracy == 1.0
     assert result.history[-1].val_logp > result.history[0].val_logp
+
+
+def test_a_label_is_scored_on_its_own_tokens_not_the_decoder_start(tiny_minilm):
+    """BERT's tokenizer puts [CLS] first, and [CLS] is also the decoder's start: a target's ids drop it, so
+    'sum' scores log p(label tokens, [SEP] | x) and not also log p([CLS] | [CLS])."""
+    ev = new_evaluator(ModelConfig(backbone="minilm"), seed=0)
+    cls, sep = ev.tokenizer.cls_token_id, ev.tokenizer.sep_token_id
+    target = ev.target_ids(["entailment"])[0]
+    assert target == ev.tokenizer("entailment", add_special_tokens=False)["input_ids"] + [sep]
+    assert ev.tokenizer("a dog sleeps .")["input_ids"][0] == cls  # inputs keep theirs
+
+    x = "a dog sleeps . the cat runs ."
+    summed = score_labels(ev, [x], ["entailment"], [NLI], ScoreConfig(normalisation="sum")).logp[0]
+    with torch.no_grad():
+        ids = torch.tensor([ev.tokenizer(x)["input_ids"]])
+        decoder_input = torch.tensor([[cls] + target[:-1]])
+        logits = ev.model(input_ids=ids, decoder_input_ids=decoder_input).logits[0]
+    by_hand = logits.log_softmax(-1)[torch.arange(len(target)), torch.tensor(target)].sum().item()
+    assert summed == pytest.approx(by_hand, abs=1e-4)

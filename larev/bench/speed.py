@@ -80,7 +80,7 @@ def naive_scores(ev: Evaluator, inputs: list[str], labels: list[str]) -> list[fl
         x, mask = pad_batch(ids, ev.pad_id)
         seq = []
         for cand in NLI_LABELS:
-            lab, _ = tokenize(ev.tokenizer, [cand], ev.config.max_target_tokens, ev.eos_id)
+            lab = ev.target_ids([cand])
             lab_t = torch.tensor(lab)
             logits = ev.model(input_ids=x, attention_mask=mask, labels=lab_t).logits
             seq.append(torch.log_softmax(logits.float(), -1).gather(2, lab_t[:, :, None]).sum())
@@ -113,7 +113,7 @@ def fwdbwd_bound_seconds(ev: Evaluator, inputs: list[str], labels: list[str], n_
     from larev.leakage.attribution import encoder_input_embeddings, label_logprob_forward
 
     ids_all, _ = tokenize(ev.tokenizer, inputs, ev.config.max_input_tokens, ev.eos_id)
-    lab_all, _ = tokenize(ev.tokenizer, labels, ev.config.max_target_tokens, ev.eos_id)
+    lab_all = ev.target_ids(labels)
     order = sorted(range(len(inputs)), key=lambda i: len(ids_all[i]))
     batches = []
     for start in range(0, len(order), batch_size):

@@ -183,7 +183,7 @@ def attribute(evaluator: Evaluator, texts: list[str], labels: list[str], config:
         return []
     model, tok, dev = evaluator.model, evaluator.tokenizer, evaluator.device
     ids_all, offsets_all = tokenize_with_offsets(tok, texts, evaluator.config.max_input_tokens, evaluator.eos_id)
-    label_all, _ = tokenize(tok, list(labels), evaluator.config.max_target_tokens, evaluator.eos_id)
+    label_all = evaluator.target_ids(list(labels))
     special_ids = set(int(i) for i in tok.all_special_ids)
     unk_id = tok.unk_token_id
     # The reference keeps special tokens except <unk>, which stands for a real (out-of-vocabulary) word of the text.

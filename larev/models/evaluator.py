@@ -58,6 +58,12 @@ class Evaluator:
     def eos_id(self) -> int:
         return int(self.tokenizer.eos_token_id)
 
+    def target_ids(self, texts: list[str]) -> list[list[int]]:
+        """Decoder-side token ids of label / target texts, cut to max_target_tokens, without a leading start token
+        (see `tokenize`)."""
+        return tokenize(self.tokenizer, texts, self.config.max_target_tokens, self.eos_id,
+                        start_id=self.model.config.decoder_start_token_id)[0]
+
     def to(self, device: torch.device) -> "Evaluator":
         self.model.to(device)
         self.device = device
@@ -223,12 +229,19 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
 # ----------------------------------------------------------------------------------------------- encoding
 
 
-def tokenize(tokenizer, texts: list[str], max_len: int, eos_id: int) -> tuple[list[list[int]], int]:
-    """Token ids per text, cut to `max_len` keeping the final end token; also the number of texts cut."""
+def tokenize(tokenizer, texts: list[str], max_len: int, eos_id: int,
+             start_id: int | None = None) -> tuple[list[list[int]], int]:
+    """Token ids per text, cut to `max_len` keeping the final end token; also the number of texts cut.
+
+    start_id: for decoder targets, the decoder's start token, dropped where the tokenizer puts it first (BERT's
+    [CLS]): the decoder is fed it as its start, so it is never a token to predict.
+    """
     ids = tokenizer(list(texts), add_special_tokens=True)["input_ids"]
     n_cut = 0
     out = []
     for row in ids:
+        if start_id is not None and len(row) > 1 and row[0] == start_id:
+            row = row[1:]
         if len(row) > max_len:
             n_cut += 1
             row = row[: max_len - 1] + [eos_id]
@@ -323,7 +336,7 @@ def score_labels(evaluator: Evaluator, inputs: list[str], labels: list[str], can
 
     def label_ids(text: str) -> list[int]:
         if text not in label_cache:
-            label_cache[text] = tokenize(tok, [text], evaluator.config.max_target_tokens, evaluator.eos_id)[0][0]
+            label_cache[text] = evaluator.target_ids([text])[0]
         return label_cache[text]
 
     enc, n_cut = tokenize(tok, inputs, evaluator.config.max_input_tokens, evaluator.eos_id)

@@ -161,7 +161,7 @@ def train_evaluator(
     evaluator.bf16 = config.bf16
     model = evaluator.model
     x_ids, n_cut = tokenize(evaluator.tokenizer, train_inputs, evaluator.config.max_input_tokens, evaluator.eos_id)
-    y_ids, _ = tokenize(evaluator.tokenizer, train_labels, evaluator.config.max_target_tokens, evaluator.eos_id)
+    y_ids = evaluator.target_ids(train_labels)
     if n_cut:
         log.warning("%s: %d of %d training inputs were truncated to %d tokens", desc, n_cut, len(x_ids),
                     evaluator.config.max_input_tokens)

@@ -4,8 +4,9 @@ On a real server with the project deployed (`larev service setup`, `prefect depl
 the deployments list; the larev-pipeline deployment's parameter form, every section with its description and
 default; a small pipeline started from that form (its JSON input) that completes, with run logs in the Logs tab and
 the rounded score table as the first artifact; the same run started again with every step cached; a run given a
-rationale file that does not exist, failed with the one clear message. A screenshot of each page goes to bench/ui/
-(docs/service.md shows them).
+rationale file that does not exist, failed with the one clear message; `larev score` from the command line on the
+finished run (a bad file refused with one line, a good one listed among the runs with its score table). A
+screenshot of each page goes to bench/ui/ (docs/service.md shows them).
 """
 
 from __future__ import annotations
@@ -242,3 +243,34 @@ def test_a_missing_rationale_file_fails_with_one_clear_message(page, ui, complet
     settle(page, f"{missing}: file not found")
     page.get_by_text(f"{missing}: file not found").first.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "08-failed-run.png"))  # the viewport, scrolled to the error line
+
+
+def test_a_score_from_the_command_line_shows_up_in_the_ui(page, ui, completed_run, live_service, tmp_path):
+    """`larev score` on the finished run: a bad file stops with the one message (no traceback, no flow run); a good
+    file's run is listed on the UI's runs page with its score table."""
+    from tests.service.conftest import BIN
+
+    _, params = completed_run
+    run_dir = f"{params['params']['run_dir']}/ui-demo"
+    ids = [json.loads(line)["id"] for line in open(f"{run_dir}/test_split.jsonl", encoding="utf-8")][:3]
+    bad, good = tmp_path / "bad.csv", tmp_path / "mine.csv"
+    bad.write_text(f"id,source,rationale\n{ids[0]},mine,one\n{ids[0]},mine,two\n", encoding="utf-8")
+    good.write_text("id,source,rationale\n" + "".join(f"{i},mine,Because it says so.\n" for i in ids), encoding="utf-8")
+    larev = (str(BIN / "larev"), "score", "--run", run_dir, "--server", live_service.api_url, "--no-progress")
+
+    refused = live_service.run(*larev, "--rationales", str(bad), "--name", "cli-bad", check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert f"{bad}: row 1, column 'id': duplicate id=" in refused.stderr
+    assert "Traceback" not in refused.stdout + refused.stderr
+
+    live_service.run(*larev, "--rationales", str(good), "--name", "cli-mine")
+    page.goto(f"{ui}/runs")
+    settle(page, "score-cli-mine", timeout=60)
+    assert "score-cli-bad" not in page.inner_text("body")  # refused before any flow run was created
+    shot(page, "09-cli-score-in-runs")
+    page.get_by_text("score-cli-mine").first.click()
+    page.wait_for_url(re.compile(r".*/runs/flow-run/[0-9a-f-]+"))
+    settle(page, "Completed")
+    open_tab(page, "Artifacts")
+    settle(page, "cli-mine-scores")
+    shot(page, "10-cli-score-artifacts")

@@ -106,12 +106,12 @@ def _tokenize_present(tok, texts: list[str | None], max_len: int, eos: int) -> l
 
 def _encode(phi_la: Evaluator, train: list[LAInstance], n_env: int, with_probe: bool) -> _Encoded:
     tok, eos = phi_la.tokenizer, phi_la.eos_id
-    max_in, max_out = phi_la.config.max_input_tokens, phi_la.config.max_target_tokens
+    max_in = phi_la.config.max_input_tokens
     return _Encoded(
         env_ids=[_tokenize_present(tok, [x.inputs[e] for x in train], max_in, eos) for e in range(n_env)],
         probe_ids=tokenize(tok, [x.probe_input for x in train], max_in, eos)[0] if with_probe else [],
-        label_ids=tokenize(tok, [x.label for x in train], max_out, eos)[0],
-        candidate_ids={c: tokenize(tok, [c], max_out, eos)[0][0] for x in train for c in x.candidates})
+        label_ids=phi_la.target_ids([x.label for x in train]),
+        candidate_ids={c: phi_la.target_ids([c])[0] for x in train for c in x.candidates})
 
 
 def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, idx: list[int],
