@@ -79,6 +79,19 @@ class ModelConfig(_Config):
             raise ValueError("num_heads * d_kv must be at least 8")
         return self
 
+    def cache_identity(self) -> dict:
+        """What a cache key needs beyond these values: the record of the weights a pretrained backbone starts from
+        (their sha256), so steps built on a named or local checkpoint rerun when its weights change. Empty for
+        the embedded model (built from these values) and for a backbone whose weights cannot be read here."""
+        from larev.errors import ConfigError
+        from larev.models.pretrained import base_weights
+
+        try:
+            weights = base_weights(self.backbone)
+        except ConfigError:  # not installed where the key is computed: the step that builds it says so
+            return {}
+        return {} if weights is None else {"base_weights": weights}
+
 
 # Default peak learning rates. The small T5 trains from scratch at 1e-3 (every embedded figure in
 # docs/benchmarks.md). A pretrained checkpoint fine-tunes at 1e-4, the usual rate for BERT / T5 fine-tuning with

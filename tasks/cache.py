@@ -57,7 +57,8 @@ def canonical(value: Any) -> Any:
     if isinstance(value, ArtifactStore):
         return {"store": "artifact-store"}  # its location is not part of the key (module docstring)
     if isinstance(value, BaseModel):
-        return {type(value).__name__: canonical(value.model_dump(mode="json"))}
+        identity = value.cache_identity() if hasattr(value, "cache_identity") else {}  # e.g. ModelConfig's weights
+        return {type(value).__name__: canonical(value.model_dump(mode="json")), **canonical(identity)}
     if isinstance(value, dict):
         return {str(k): canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, (list, tuple)):

@@ -12,13 +12,13 @@ import larev.leakage.spans as leakage_spans_shared
 import larev.leakage.text as span_text
 import larev.llm as llm
 import larev.methods.leakage_aware.antonyms as antonyms
+import larev.methods.leakage_aware.config as la_config
 import larev.methods.leakage_aware.environments as environments
 import larev.methods.leakage_aware.leakage_spans as leakage_spans
 import larev.methods.leakage_aware.objective as objective
 import larev.methods.leakage_aware.training as la_training
 import larev.models.evaluator as evaluator_mod
 import larev.models.irm as irm
-import larev.models.train as train_mod
 from larev.config import ModelConfig, TrainConfig
 from larev.formats import baseline_input, rationale_input
 from larev.leakage.attribution import AttributionConfig
@@ -34,8 +34,8 @@ from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
 from tasks.rev import score_with_estimator
-from tasks.training import (load_tokenizer, put_evaluator, split_train_validation, train_val_examples,
-                            training_frame)
+from tasks.training import (EVALUATOR_TRAINING, load_tokenizer, put_evaluator, split_train_validation,
+                            train_val_examples, training_frame)
 
 
 @larev_task("leakage-terms", code=(attribution, leakage_spans, leakage_probe, leakage_spans_shared, span_text,
@@ -93,7 +93,7 @@ def environment_frame(store: ArtifactStore, examples: ArtifactRef,
     return ex.join(wide, on="id", how="inner"), environment_names(table)
 
 
-@larev_task("probe", code=(objective, train_mod, evaluator_mod, formats), gpu=True)
+@larev_task("probe", code=(objective, *EVALUATOR_TRAINING), gpu=True)
 def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, environments_ref: ArtifactRef,
                 train: TrainConfig, progress: bool = True) -> ArtifactRef:
     """psi (eq. 4.8): phi's copy with its encoder frozen; the decoder learns y from Enc_phi(b~), b~ the masked
@@ -122,8 +122,8 @@ def la_instances(df: pl.DataFrame, env_names: list[str]) -> list[LAInstance]:
             for row in df.iter_rows(named=True)]
 
 
-@larev_task("train-la", code=(la_training, objective, irm, evaluator_mod, formats), task_run_name="train-{name}",
-            gpu=True)
+@larev_task("train-la", code=(la_training, objective, irm, la_config, *EVALUATOR_TRAINING),
+            task_run_name="train-{name}", gpu=True)
 def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environments_ref: ArtifactRef,
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:

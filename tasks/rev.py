@@ -9,7 +9,6 @@ import larev.formats as formats
 import larev.metrics.rev as rev
 import larev.methods.rev.inputs as rev_inputs
 import larev.models.evaluator as evaluator_mod
-import larev.models.train as train_mod
 from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.formats import target_text
@@ -23,10 +22,10 @@ from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
-from tasks.training import load_tokenizer, put_evaluator, split_train_validation, training_frame
+from tasks.training import EVALUATOR_TRAINING, load_tokenizer, put_evaluator, split_train_validation, training_frame
 
 
-@larev_task("train", code=(evaluator_mod, train_mod, formats, rev_inputs), task_run_name="train-{role}", gpu=True)
+@larev_task("train", code=(*EVALUATOR_TRAINING, rev_inputs), task_run_name="train-{role}", gpu=True)
 def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baselines: ArtifactRef,
                 tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                 progress: bool = True) -> ArtifactRef:

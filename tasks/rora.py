@@ -14,6 +14,7 @@ import larev.leakage.probe as leakage_probe
 import larev.leakage.rationale_model as rationale_model
 import larev.leakage.spans as leakage_spans
 import larev.leakage.text as span_text
+import larev.methods.leakage_aware.config as la_config
 import larev.methods.leakage_aware.training as la_training
 import larev.methods.rora.config as rora_config
 import larev.methods.rora.environments as rora_envs
@@ -21,7 +22,6 @@ import larev.methods.rora.infill as infill
 import larev.metrics.rora as rora_metric
 import larev.models.evaluator as evaluator_mod
 import larev.models.irm as irm
-import larev.models.train as train_mod
 from larev.config import ModelConfig, ScoreConfig, TrainConfig
 from larev.leakage.rationale_model import RationaleModelConfig
 from larev.leakage.spans import LeakageDetectionConfig
@@ -35,7 +35,7 @@ from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_dir, put_table
-from tasks.training import (load_tokenizer, put_evaluator, source_frame, split_train_validation,
+from tasks.training import (EVALUATOR_TRAINING, load_tokenizer, put_evaluator, source_frame, split_train_validation,
                             train_input_model, train_val_examples)
 
 
@@ -134,12 +134,11 @@ def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: Mod
         return new_evaluator(model, tokenizer=tok, seed=seed)
     ev = new_evaluator(model, seed=seed)
     if with_sentinels(ev.tokenizer, config.max_spans):
-        resize_vocabulary(ev.model, len(ev.tokenizer))
+        resize_vocabulary(ev.model, len(ev.tokenizer), seed)
     return ev
 
 
-@larev_task("infiller", code=(infill, rora_envs, formats, evaluator_mod, train_mod), task_run_name="infiller-{source}",
-            gpu=True)
+@larev_task("infiller", code=(infill, rora_envs, *EVALUATOR_TRAINING), task_run_name="infiller-{source}", gpu=True)
 def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                    spans: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, config: InfillerConfig,
                    progress: bool = True) -> ArtifactRef | None:
@@ -185,7 +184,7 @@ def make_counterfactuals(store: ArtifactStore, source: str, infiller_ref: Artifa
                                                                   "n_missing"))
 
 
-@larev_task("train-rora", code=(rora_envs, la_training, irm, evaluator_mod, formats),
+@larev_task("train-rora", code=(rora_envs, la_training, irm, la_config, *EVALUATOR_TRAINING),
             task_run_name="train-rora-{source}", gpu=True)
 def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                    counterfactuals: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig,
@@ -206,7 +205,7 @@ def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, tra
                             rora_envs.rora_instances(val, val["envs"].to_list(), n_env), label_sets(val), train,
                             objective, task=df["task"][0], progress=progress,
                             env_names=rora_envs.environment_names(n_env), desc=f"rora[{source}]",
-                            checkpointer=checkpoints)
+                            checkpointer=checkpoints, settings="rora.phi_train", irm_option="--rora-lambda")
         return put_evaluator(store, "rora_phi", phi, f"rora-{source}")
 
 

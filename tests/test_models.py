@@ -199,6 +199,12 @@ def test_a_model_kept_at_chance_is_warned_about(caplog):
         warn_if_at_chance("phi", 0.40, 2, three, backbone="minilm")  # already pretrained: other advice
         assert "--learning-rate" in caplog.text and "--backbone" not in caplog.text
         caplog.clear()
+        # phi_LA trains with larev.la_train, which --epochs / --learning-rate do not set; IRM can be the cause
+        warn_if_at_chance("phi_LA", 0.33, 2, three, backbone="minilm", settings="larev.la_train",
+                          irm_option="--lambda-irm")
+        assert ("Try: train longer (--set larev.la_train.epochs=N); lower the IRM weight (--lambda-irm); change the "
+                "learning rate (--set larev.la_train.learning_rate=X).") in caplog.text
+        caplog.clear()
         warn_if_at_chance("phi", 0.45, 2, three)
         warn_if_at_chance("infiller", 0.0, 2, [["only"]] * 100)
         assert caplog.text == ""

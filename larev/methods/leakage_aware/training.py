@@ -23,7 +23,8 @@ from larev.models.checkpoint import Checkpointer
 from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
                                     tokenize)
 from larev.models.irm import irm_penalty
-from larev.models.train import BestEpoch, checkpoint_state, optimizer_and_schedule, resume_from, warn_if_at_chance
+from larev.models.train import (BestEpoch, checkpoint_state, optimizer_and_schedule, resume_from, trained_with,
+                               warn_if_at_chance)
 from larev.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -229,12 +230,16 @@ def train_leakage_aware(
     env_names: tuple[str, ...] = ENVIRONMENT_NAMES,
     desc: str = "phi_LA",
     checkpointer: Checkpointer | None = None,
+    settings: str = "larev.la_train",
+    irm_option: str = "--lambda-irm",
 ) -> LAResult:
     """Train phi_LA in place with eq. 4.10. `config.batch_size` counts instances (each brings its environments).
 
     Model selection: the epoch with the best mean validation log p(y | input_e) over the environments.
     The same loop trains RORA's evaluator (eq. 8): environments D^e, probe weight 0 and `probe` None.
     checkpointer: saves the full training state after every epoch; training resumes from its latest state.
+    settings, irm_option: the parameter path of `config` and the option of the IRM weight, named in the warning
+    when the kept model is at chance.
     """
     if not train:
         raise ValueError("no training instances")
@@ -293,9 +298,9 @@ def train_leakage_aware(
     accuracies = [v for k, v in kept.items() if k.startswith("val_accuracy_")]
     if accuracies:
         warn_if_at_chance(desc, sum(accuracies) / len(accuracies), len(result.history), val_candidates,
-                          phi_la.config.backbone)
+                          phi_la.config.backbone, settings=settings, irm_option=irm_option)
     phi_la.meta["training"] = result.as_dict()
-    phi_la.meta["train_config"] = config.model_dump(mode="json")
+    phi_la.meta["train_config"] = trained_with(config, phi_la.config.backbone)
     phi_la.meta["objective"] = {**objective.model_dump(mode="json"),
                                 "effective_weights": {"lambda_irm": w_irm_max, "lambda_probe": w_probe_max}}
     return result
