@@ -83,7 +83,7 @@ def _conform(df: pl.DataFrame, schema: dict[str, pl.DataType], required: tuple[s
         raise InputError("the file has no rows", file=file)
     missing = [c for c in required if c not in df.columns]
     if missing:
-        hint = " (or say the task: --task nli|qa)" if missing == ["task"] else ""
+        hint = " (or give the task: --task nli|qa, or task='nli'|'qa' in Python)" if "task" in missing else ""
         raise InputError(f"missing required column(s) {missing}{hint}; the file has columns {df.columns}", file=file,
                          column=missing[0])
     extra = [c for c in df.columns if c not in schema]

@@ -197,3 +197,18 @@ def test_the_api_a_command_chooses_is_the_one_prefect_uses(restored_prefect_sett
     from prefect.logging.handlers import APILogHandler
 
     assert any(isinstance(h, APILogHandler) for h in logging.getLogger("larev").handlers)  # reaches the run's logs
+
+
+@pytest.mark.parametrize("backbone, message", [
+    ("MiniLM", "backbone 'MiniLM': did you mean 'minilm'? (names are case-sensitive)"),
+    ("./no-such-model", "backbone './no-such-model': no such directory"),
+])
+def test_a_backbone_that_cannot_load_fails_before_any_server_starts(capsys, monkeypatch, backbone, message):
+    import flows.server as server
+
+    def no_server(_server):
+        raise AssertionError("a server was started before the backbone was checked")
+
+    monkeypatch.setattr(server, "choose_api", no_server)
+    assert main(["run", "--backbone", backbone, "--server", "local", "--no-progress"]) == 2
+    assert message in capsys.readouterr().err

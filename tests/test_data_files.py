@@ -232,7 +232,7 @@ def test_missing_split_asks_for_one(tmp_path):
 
 def test_missing_task_asks_for_one(tmp_path):
     path = _write_jsonl(tmp_path / "x.jsonl", [{k: v for k, v in r.items() if k != "task"} for r in QA_ROWS])
-    _raises_at(path, None, "task", re.escape("missing required column(s) ['task'] (or say the task: --task nli|qa)"),
+    _raises_at(path, None, "task", re.escape("missing required column(s) ['task'] (or give the task: --task nli|qa"),
                load_examples_file, path)
 
 

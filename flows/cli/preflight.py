@@ -44,13 +44,15 @@ def flow_input_check(check, *args):
 
 
 def pipeline_inputs(params, *, with_task: bool = False) -> str | None:
-    """The pipeline's example files (train, validation, test and their row slices) and a rationale file; the
-    examples' task when they were read (always with `with_task`)."""
+    """The backbone, the pipeline's example files (train, validation, test and their row slices) and a rationale
+    file; the examples' task when they were read (always with `with_task`)."""
     import polars as pl
 
     from larev.data.files import load_rationales_file
     from larev.data.sources import load_data
+    from larev.models.pretrained import check_backbone
 
+    check_backbone(params.model.backbone)
     if params.data.source != "files" and not params.rationales and not with_task:
         return None
     examples = load_data(params.data)
