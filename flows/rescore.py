@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 from prefect import flow
+from prefect.exceptions import FailedRun
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.score import ScoreParams, score_rationales
@@ -76,7 +77,7 @@ def rescore_inbox(params: RescoreParams) -> dict:
                 moved = quarantine(params.inbox, file, str(exc))
                 print(f"quarantined {location(params.inbox, file.name)} -> {moved}: {exc}")
                 entry = ledger_entry(file, "quarantined", output=moved, error=str(exc))
-            except (LarevError, OSError, RuntimeError) as exc:  # not the file's fault: retried next scan
+            except (LarevError, OSError, RuntimeError, FailedRun) as exc:  # not the file's fault: retried next scan
                 failed[file.name] = f"{type(exc).__name__}: {exc}"
                 continue
             else:

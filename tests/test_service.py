@@ -20,6 +20,7 @@ from flows.pipeline import larev_pipeline
 from flows.rescore import RescoreParams, rescore_inbox
 from flows.step import StepParams, larev_step
 from larev.config import TrainConfig
+from larev.errors import LarevError
 from larev.methods.leakage_aware.config import LarevConfig
 from larev.methods.rora.config import RoraConfig
 from storage import ArtifactStore
@@ -203,6 +204,32 @@ def test_scheduled_rescoring_scores_each_file_once_and_quarantines_bad_ones(rev_
     assert sorted(results["source"].unique()) == ["model-a", "model-b"]
     assert results.group_by("file").agg(pl.len())["len"].to_list() == [1, 1]  # REV only: one row per file
     assert (Path(run_dir) / ledger["output"][0]).exists() or Path(ledger["output"][0]).exists()
+
+
+def test_a_scoring_run_that_fails_leaves_the_file_for_the_next_scan(rev_run, tmp_path, monkeypatch):
+    """A scoring subflow that ends Failed (its own input check, say, after the run directory changed) is not the
+    file's fault: the file is not quarantined nor recorded, the scan says it will retry, and the next scan does."""
+    from prefect.exceptions import FailedRun
+
+    import flows.rescore as rescore_module
+
+    _, result = rev_run
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    _rationales(result["run_dir"], "model-x").write_parquet(inbox / "model-x.parquet")
+    real_score = rescore_module.score_rationales
+
+    def failed_run(params):
+        raise FailedRun("the run directory changed under the scan")
+
+    monkeypatch.setattr(rescore_module, "score_rationales", failed_run)
+    params = RescoreParams(run=result["run_dir"], inbox=str(inbox), settle_seconds=0)
+    with pytest.raises(LarevError, match="model-x.parquet: FailedRun: the run directory changed under the scan"):
+        rescore_inbox(params)
+    assert (inbox / "model-x.parquet").exists() and not (inbox / "quarantine").exists()
+
+    monkeypatch.setattr(rescore_module, "score_rationales", real_score)
+    assert rescore_inbox(params)["scored"] == ["model-x.parquet"]
 
 
 # --------------------------------------------------------------------------------------------------- S3
