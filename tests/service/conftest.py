@@ -168,5 +168,16 @@ def deployed(live_service):
     return {"spec": spec, "deploy": deploy, "seconds": seconds}
 
 
+@pytest.fixture(scope="module")
+def worker(live_service, deployed, tmp_path_factory) -> Path:
+    """A process worker of the larev-cpu pool (one run at a time on 2 cores); its log file."""
+    live_service.prefect("work-pool", "set-concurrency-limit", "larev-cpu", "1")
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    process = live_service.start_worker("larev-cpu", log)
+    time.sleep(3)
+    assert process.poll() is None, log.read_text()
+    return log
+
+
 def params_json(params) -> str:
     return json.dumps({"params": params.model_dump(mode="json")})

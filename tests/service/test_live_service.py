@@ -52,16 +52,6 @@ def _wait_for_file(path: Path, timeout: float, what: str) -> str:
     raise AssertionError(f"{what}: {path} did not appear within {timeout:.0f} s")
 
 
-@pytest.fixture(scope="module")
-def worker(live_service, deployed, tmp_path_factory):
-    live_service.prefect("work-pool", "set-concurrency-limit", "larev-cpu", "1")  # one run at a time on 2 cores
-    log = tmp_path_factory.mktemp("worker") / "worker.log"
-    process = live_service.start_worker("larev-cpu", log)
-    time.sleep(3)
-    assert process.poll() is None, log.read_text()
-    return log
-
-
 def test_deploy_all_creates_every_deployment(live_service, deployed):
     assert deployed["deploy"].returncode == 0
     with live_service.client() as client:
