@@ -149,3 +149,15 @@ def test_reseeded_moves_every_training_seed_but_not_the_data():
     assert moved.larev.attribution.spans.probe.seed == params.larev.attribution.spans.probe.seed + 3
     assert moved.data.demo.seed == params.data.demo.seed
     assert reseeded(params, 0) is params
+
+
+def test_the_demo_peak_rss_is_the_demos_not_the_benchmarks():
+    """A forked child's ru_maxrss starts at its parent's resident size: with 800 MiB resident here, a child that
+    only prints the help must still measure well under that."""
+    from flows.cli.commands import _timed_run
+
+    held = bytearray(800 * 2**20)
+    held[::4096] = bytes(len(range(0, len(held), 4096)))  # touch every page: resident, not just reserved
+    seconds, peak_gib = _timed_run(["--help"])
+    assert held[0] == 0 and seconds > 0
+    assert peak_gib < 0.5, f"{peak_gib:.2f} GiB: the benchmark's own memory leaked into the child's figure"
