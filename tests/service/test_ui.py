@@ -202,6 +202,35 @@ def test_the_score_table_is_the_first_artifact_and_reads_well(page, completed_ru
     shot(page, "06-score-table")
 
 
+# Every table on the page: whether its right edge is inside the window, or it sits in a box the user can scroll
+# sideways (a table cut off with no scroll bar loses its last columns).
+TABLES_FIT = """() => Array.from(document.querySelectorAll('table')).map(table => {
+  let box = table.parentElement, scrolls = false;
+  while (box && !scrolls) {
+    const overflow = getComputedStyle(box).overflowX;
+    scrolls = (overflow === 'auto' || overflow === 'scroll') && box.scrollWidth > box.clientWidth;
+    box = box.parentElement;
+  }
+  const right = table.getBoundingClientRect().right;
+  return {header: table.querySelector('th') ? table.querySelector('th').innerText : '', right: right,
+          window: document.documentElement.clientWidth, fits: right <= document.documentElement.clientWidth || scrolls};
+})"""
+
+
+def test_the_report_tables_fit_or_scroll(page, completed_run):
+    url, _ = completed_run
+    page.goto(url)
+    open_tab(page, "Artifacts")
+    settle(page, "ui-demo-report")
+    page.locator(".artifact-card").filter(has_text="ui-demo-report").first.click()
+    page.wait_for_url(re.compile(r".*/artifacts/artifact/[0-9a-f-]+"))
+    settle(page, "gold_leaky")
+    tables = page.evaluate(TABLES_FIT)
+    shot(page, "06b-report")
+    assert len(tables) >= 3
+    assert all(t["fits"] for t in tables), [t for t in tables if not t["fits"]]
+
+
 def test_the_same_run_again_is_served_from_the_cache(page, ui, completed_run):
     _, params = completed_run
     open_custom_run(page, ui)
