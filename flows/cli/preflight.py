@@ -29,7 +29,9 @@ def check_inputs(args: argparse.Namespace) -> None:
 
 def flow_input_check(check, *args):
     """Inside a flow: run `check(*args)`; on bad input (a LarevError) log its message as the run's one error line
-    and return a Failed state that carries it, else None. The flow returns that state at once."""
+    and return a Failed state that carries it, else None. The flow returns that state at once: the UI shows the
+    message, and a Python caller of the flow gets the LarevError itself (the state's data), not Prefect's
+    FailedRun."""
     from prefect import get_run_logger
     from prefect.states import Failed
 
@@ -39,7 +41,7 @@ def flow_input_check(check, *args):
         check(*args)
     except LarevError as exc:
         get_run_logger().error("%s", exc)
-        return Failed(message=str(exc))
+        return Failed(message=str(exc), data=exc)
     return None
 
 
