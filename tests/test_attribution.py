@@ -180,10 +180,13 @@ def test_delta_matches_captum(trained):
     attr, delta = ig.attribute(embeds, baselines=ref, additional_forward_args=(mask, lab, lab_mask), n_steps=16,
                                return_convergence_delta=True)
     ours = attribute(ev, texts, labels[:3], AttributionConfig(n_steps=16))
+    # The same attributions up to float32 summation order: on an AMD EPYC CPU (torch 2.13) the row that ours runs
+    # in a batch of another shape differs from captum's by up to 2.3e-4 (captum against itself, batched or by
+    # row: 2e-7); a wrong path or reference would be off by 1e-2 and more (attributions here are ~0.1).
     for i, a in enumerate(ours):
         n = len(a.scores)
-        assert a.scores == pytest.approx(attr[i, :n].sum(-1).tolist(), abs=1e-5)
-        assert a.delta == pytest.approx(float(delta[i]), abs=1e-5)
+        assert a.scores == pytest.approx(attr[i, :n].sum(-1).tolist(), abs=5e-4)
+        assert a.delta == pytest.approx(float(delta[i]), abs=5e-4)
 
 
 def test_batched_equals_one_by_one(trained):

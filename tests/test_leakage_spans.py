@@ -249,7 +249,9 @@ def test_leakage_reliance_is_the_mean_drop_when_the_spans_are_masked():
     assert leakage_reliance(ev, b, b, labels, cands) == 0.0  # nothing masked, nothing taken from the spans
     one = [score_labels(ev, [rationale_input("", t)], [y], [c]).logp[0] for t, y, c in zip(b, labels, cands)]
     other = [score_labels(ev, [rationale_input("", t)], [y], [c]).logp[0] for t, y, c in zip(masked, labels, cands)]
-    assert leakage_reliance(ev, b, masked, labels, cands) == pytest.approx(float(np.mean(np.subtract(one, other))))
+    # batched against one row at a time: float32 summation order moves the mean by ~1e-5 relative on some CPUs
+    assert leakage_reliance(ev, b, masked, labels, cands) == pytest.approx(float(np.mean(np.subtract(one, other))),
+                                                                           rel=1e-4)
 
 
 @pytest.mark.parametrize("rule", ["spans", "top_word"])
