@@ -41,7 +41,7 @@ def flow_input_check(check, *args):
         check(*args)
     except LarevError as exc:
         get_run_logger().error("%s", exc)
-        return Failed(message=str(exc), data=exc)
+        return Failed(message=str(exc), data=exc.with_traceback(None))  # the UI shows the message, not frames
     return None
 
 
