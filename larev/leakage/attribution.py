@@ -23,7 +23,7 @@ from larev.progress import progress_bar
 from larev.config import _Config
 from larev.formats import baseline_input
 from larev.leakage.spans import SpanRuleConfig
-from larev.models.evaluator import Evaluator, labels_for_loss, pad_batch, tokenize
+from larev.models.evaluator import Evaluator, labels_for_loss, pad_batch
 
 __all__ = [
     "AttributionConfig", "TokenAttribution", "LeakageTerm", "STOPWORDS", "label_logprob_forward",

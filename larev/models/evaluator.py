@@ -155,7 +155,8 @@ def build_named(config: ModelConfig, seed: int) -> Evaluator:
     positions = model.config.encoder.max_position_embeddings
     if max(config.max_input_tokens, config.max_target_tokens) > positions:
         raise ConfigError(f"backbone {config.backbone!r} reads at most {positions} tokens: max_input_tokens "
-                          f"{config.max_input_tokens} / max_target_tokens {config.max_target_tokens} must not exceed it")
+                          f"{config.max_input_tokens} / max_target_tokens {config.max_target_tokens} must not "
+                          f"exceed it")
     model.config.decoder_start_token_id = tokenizer.cls_token_id
     model.config.pad_token_id = tokenizer.pad_token_id
     model.config.eos_token_id = tokenizer.sep_token_id
