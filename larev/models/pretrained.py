@@ -106,13 +106,26 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
     return sha256_of_file(path)
 
 
+def weights_record(backbone: str, directory: Path) -> dict:
+    """The safetensors weights in a checkpoint directory: their file name(s) and sha256 (sharded weights: one digest
+    over the shards' names and digests); the backbone's name alone when the directory holds none."""
+    shards = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
+    if len(shards) == 1:
+        return {"backbone": backbone, "weights": shards[0].name, "sha256": file_digest(shards[0])}
+    if shards:
+        listing = "".join(f"{p.name}:{file_digest(p)}\n" for p in shards)
+        return {"backbone": backbone, "weights": [p.name for p in shards],
+                "sha256": hashlib.sha256(listing.encode()).hexdigest()}
+    return {"backbone": backbone}
+
+
 def base_record(name: str, directory: Path) -> dict:
-    """What a model artifact records of the checkpoint it started from: name, package, file and digest."""
+    """What a model artifact records of the named checkpoint it started from: name, weights and digest, package
+    and licence."""
     from importlib.metadata import PackageNotFoundError, version
 
     spec = NAMED_BACKBONES.get(name)
-    record = {"backbone": name, "weights": "model.safetensors",
-              "sha256": file_digest(directory / "model.safetensors")}
+    record = weights_record(name, directory)
     if spec is not None:
         try:
             record["package"] = f"{spec.package}=={version(spec.package)}"
@@ -130,15 +143,7 @@ def base_weights(backbone: str) -> dict | None:
         return None
     if is_named(backbone):
         return base_record(backbone, checkpoint_dir(backbone))
-    directory = Path(backbone).expanduser()
-    shards = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
-    if len(shards) == 1:
-        return {"backbone": backbone, "weights": shards[0].name, "sha256": file_digest(shards[0])}
-    if shards:  # sharded weights: one digest over the shards' names and digests
-        listing = "".join(f"{p.name}:{file_digest(p)}\n" for p in shards)
-        return {"backbone": backbone, "weights": [p.name for p in shards],
-                "sha256": hashlib.sha256(listing.encode()).hexdigest()}
-    return {"backbone": backbone}
+    return weights_record(backbone, Path(backbone).expanduser())
 
 
 def wordpiece_tokenizer(directory: Path):
