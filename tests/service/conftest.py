@@ -100,6 +100,20 @@ class Service:
         state = f"{run.state.name}: {run.state.message}" if run and run.state else "no state"
         raise AssertionError(f"{what}: flow run {flow_run_id} not {sorted(states)} after {timeout:.0f} s ({state})")
 
+    def wait_for_worker_log(self, flow_run_id, since, timeout: float, what: str) -> str:
+        """The first message the worker (logger `prefect.flow_runs.worker`) logged for the run after `since`."""
+        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.client() as client:
+                records = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200)
+            late = [r for r in records if r.name == "prefect.flow_runs.worker" and r.timestamp > since]
+            if late:
+                return late[0].message
+            time.sleep(1)
+        raise AssertionError(f"{what}: the worker logged nothing for flow run {flow_run_id} within {timeout:.0f} s")
+
     def logs(self, flow_run_id) -> str:
         from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 

@@ -140,6 +140,9 @@ def test_a_killed_deployment_run_is_crashed_and_its_retry_resumes(live_service, 
     started = time.monotonic()
     crashed = live_service.wait_for(flow_run.id, {"Crashed"}, CRASH_AFTER + 120, "the killed run")
     print(f"SIGKILL -> Crashed: {time.monotonic() - started:.1f} s ({crashed.state.message})")
+    # The run's process runner reports the crash first; the worker proposes Crashed again once it has reaped the
+    # process, then logs its advice. A retry in between is crashed by that late report (seen in CI): wait for it.
+    live_service.wait_for_worker_log(flow_run.id, crashed.state.timestamp, 120, "the worker's crash report")
     live_service.prefect("flow-run", "retry", str(flow_run.id))
     resumed = live_service.wait_for(flow_run.id, {"Completed"}, 400, "the retried run")
     assert resumed.run_count >= 2  # the same flow run, run again
