@@ -113,6 +113,10 @@ class TrainConfig(_Config):
     warmup_ratio: float = Field(0.06, ge=0, lt=1, description="linear warm-up share of all steps, then linear decay")
     max_grad_norm: float = Field(1.0, gt=0)
     eval_batch_size: int = Field(128, ge=1)
+    group_by_length: bool = Field(
+        True, description="batches of similar input length (less padding): each epoch's shuffled rows are cut into "
+                          "chunks of 50 batches, each chunk sorted by length and cut into batches, the batches "
+                          "shuffled; False: plain random batches (docs/benchmarks.md measures both)")
     select_by: Literal["label_set", "sum", "mean"] = Field(
         "label_set", description="checkpoint selection: the epoch with the best mean validation log p(label) "
                                  "under this normalisation is kept (independent of the scoring options)")

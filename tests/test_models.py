@@ -13,7 +13,8 @@ from larev.errors import ConfigError
 from larev.models.evaluator import (candidate_logprobs, load_evaluator, load_hf_checkpoint, normalise_label_scores,
                                     pad_batch, save_evaluator, score_labels, tokenize)
 from larev.models.tokenizer import SPECIAL_TOKENS, train_word_tokenizer
-from larev.models.train import linear_warmup_decay, train_evaluator, warn_if_at_chance
+from larev.models.train import (LENGTH_GROUP_BATCHES, epoch_order, linear_warmup_decay, train_evaluator,
+                               warn_if_at_chance)
 from tests.helpers import TINY_MODEL, tiny_evaluator
 
 LABELS = ["entailment", "contradiction", "neutral"]
@@ -141,6 +142,35 @@ def test_missing_checkpoint_is_a_config_error(tmp_path):
         load_hf_checkpoint(ModelConfig(backbone=str(tmp_path / "nowhere")))
     with pytest.raises(ConfigError, match="not a larev evaluator"):
         load_evaluator(tmp_path)
+
+
+def _padded_tokens(order: list[int], lengths: list[int], batch_size: int) -> int:
+    batches = [order[k: k + batch_size] for k in range(0, len(order), batch_size)]
+    return sum(max(lengths[i] for i in b) * len(b) for b in batches)
+
+
+def test_length_grouped_order_is_a_permutation_of_sorted_batches_with_less_padding():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 60, size=3 * 32 * LENGTH_GROUP_BATCHES + 17).tolist()  # three chunks, a short batch
+    grouped = epoch_order(lengths, 32, torch.Generator().manual_seed(1), group_by_length=True)
+    plain = epoch_order(lengths, 32, torch.Generator().manual_seed(1), group_by_length=False)
+    assert sorted(grouped) == sorted(plain) == list(range(len(lengths)))
+    batches = [grouped[k: k + 32] for k in range(0, len(grouped), 32)]
+    assert all(len(b) == 32 for b in batches[:-1]) and len(batches[-1]) == 17  # the short batch comes last
+    # within a 1,600-row chunk of lengths 5..59 a batch of 32 neighbours spans a few length units (the short
+    # batch is a 17-row chunk of its own)
+    assert max(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches[:-1]) <= 6
+    # the batch order is shuffled: not the chunks' descending runs one after another
+    firsts = [lengths[b[0]] for b in batches[:LENGTH_GROUP_BATCHES]]
+    assert firsts != sorted(firsts, reverse=True)
+    assert _padded_tokens(grouped, lengths, 32) < 0.7 * _padded_tokens(plain, lengths, 32)
+    again = epoch_order(lengths, 32, torch.Generator().manual_seed(1), group_by_length=True)
+    other = epoch_order(lengths, 32, torch.Generator().manual_seed(2), group_by_length=True)
+    assert grouped == again and grouped != other
+
+
+def test_length_grouped_order_of_fewer_rows_than_a_batch_is_a_plain_permutation():
+    assert sorted(epoch_order([3, 1, 2], 32, torch.Generator().manual_seed(0), group_by_length=True)) == [0, 1, 2]
 
 
 def test_warmup_then_linear_decay():

@@ -46,6 +46,32 @@ class TrainResult:
                 "n_truncated": self.n_truncated}
 
 
+LENGTH_GROUP_BATCHES = 50  # batches per length-sorted chunk (Hugging Face's group_by_length uses 50 too)
+
+
+def epoch_order(lengths: Sequence[int], batch_size: int, generator: torch.Generator,
+                group_by_length: bool) -> list[int]:
+    """One epoch's row order, read in consecutive slices of `batch_size` (each slice one batch).
+
+    Random: a permutation of the rows. Length-grouped: the permutation is cut into chunks of
+    LENGTH_GROUP_BATCHES batches, each chunk is sorted by length (longest first, ties in shuffled order) and cut
+    into batches, and the full batches are shuffled across chunks; a short batch, if any, goes last so every slice
+    stays one batch. Every row appears once either way; grouped batches carry less padding.
+    """
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    if not group_by_length or len(order) <= batch_size:
+        return order
+    chunk = batch_size * LENGTH_GROUP_BATCHES
+    batches: list[list[int]] = []
+    for start in range(0, len(order), chunk):
+        rows = sorted(order[start: start + chunk], key=lambda i: -lengths[i])
+        batches += [rows[k: k + batch_size] for k in range(0, len(rows), batch_size)]
+    full = [b for b in batches if len(b) == batch_size]
+    short = [b for b in batches if len(b) < batch_size]
+    shuffled = [full[i] for i in torch.randperm(len(full), generator=generator).tolist()]
+    return [i for batch in shuffled + short for i in batch]
+
+
 def linear_warmup_decay(step: int, total: int, warmup: int) -> float:
     """Learning-rate multiplier: linear warm-up over `warmup` steps, then linear decay to 0 at `total`."""
     if warmup > 0 and step < warmup:
@@ -202,7 +228,7 @@ def train_evaluator(
         model.train()
         for module in keep_eval:
             module.eval()
-        order = torch.randperm(n, generator=generator).tolist()
+        order = epoch_order([len(x) for x in x_ids], config.batch_size, generator, config.group_by_length)
         losses = []
         bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}",
                            enabled=progress, unit="step")

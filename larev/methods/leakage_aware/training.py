@@ -23,8 +23,8 @@ from larev.models.checkpoint import Checkpointer
 from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
                                     tokenize)
 from larev.models.irm import irm_penalty
-from larev.models.train import (BestEpoch, checkpoint_state, optimizer_and_schedule, resume_from, trained_with,
-                               warn_if_at_chance)
+from larev.models.train import (BestEpoch, checkpoint_state, epoch_order, optimizer_and_schedule, resume_from,
+                               trained_with, warn_if_at_chance)
 from larev.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -260,6 +260,8 @@ def train_leakage_aware(
         freeze([probe.model])
     enc = _encode(phi_la, train, n_env, with_probe)
     n = len(train)
+    # an instance's length for batching: its longest environment input
+    lengths = [max((len(ids[j]) for ids in enc.env_ids if ids[j] is not None), default=0) for j in range(n)]
     steps_per_epoch = math.ceil(n / config.batch_size)
     total = steps_per_epoch * config.epochs
     model = phi_la.model
@@ -274,7 +276,7 @@ def train_leakage_aware(
     for epoch in range(done + 1, config.epochs + 1):
         started = time.perf_counter()
         model.train()
-        order = torch.randperm(n, generator=generator).tolist()
+        order = epoch_order(lengths, config.batch_size, generator, config.group_by_length)
         sums, step = _run_epoch(phi_la, probe, train, enc, order, epoch, step, total, optimizer, scheduler, result,
                                 config, objective, (w_irm_max, w_probe_max), n_env, device, progress, log_every, desc)
         record = {"epoch": epoch, **{k: v / steps_per_epoch for k, v in sums.items()}}
