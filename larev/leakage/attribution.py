@@ -35,9 +35,10 @@ __all__ = [
 class AttributionConfig(_Config):
     """Integrated Gradients for leakage-term detection (thesis section 4.5.2)."""
 
-    # 16, not 32: on e-SNLI (3 seeds, length-grouped batches) 16 steps cut the leakage-terms step by ~100 s a seed
-    # and gave LAREV SUMs of 1.63 / 1.62 / 1.59 against 32 steps' 1.11 / 1.09 / 0.80; IG's own convergence delta
-    # is larger (median |delta| 1.06 vs 0.19 nats). docs/benchmarks.md "IG with 16 steps".
+    # 16, not 32: on e-SNLI (length-grouped batches, same seeds and phi_base) 16 steps cut the leakage-terms step
+    # by ~110 s a seed and gave LAREV SUMs of 1.63 / 1.62 / 1.59 against 32 steps' 1.11 / 1.09 / 0.80 (5 seeds:
+    # 1.46 +- 0.21); IG's own convergence delta is larger (median |delta| 1.06 vs 0.19 nats). docs/benchmarks.md,
+    # "LAREV on e-SNLI, 5 seeds".
     n_steps: int = Field(16, ge=1, description="IG integration steps (points on the path from reference to input)")
     reference: Literal["pad", "mask", "zero"] = Field(
         "pad", description="IG reference at every content position: the pad token's embedding, the mask token's, "
