@@ -46,7 +46,8 @@ class TrainResult:
                 "n_truncated": self.n_truncated}
 
 
-LENGTH_GROUP_BATCHES = 50  # batches per length-sorted chunk (Hugging Face's group_by_length uses 50 too)
+# batches per length-sorted chunk (Hugging Face's LengthGroupedSampler caps its mega-batches at 50 too)
+LENGTH_GROUP_BATCHES = 50
 
 
 def epoch_order(lengths: Sequence[int], batch_size: int, generator: torch.Generator,
