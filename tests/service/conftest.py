@@ -102,24 +102,24 @@ class Service:
 
     def wait_for_worker_log(self, flow_run_id, since, timeout: float, what: str) -> str:
         """The first message the worker (logger `prefect.flow_runs.worker`) logged for the run after `since`."""
-        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with self.client() as client:
-                records = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200)
-            late = [r for r in records if r.name == "prefect.flow_runs.worker" and r.timestamp > since]
+            late = [r for r in self.log_records(flow_run_id)
+                    if r.name == "prefect.flow_runs.worker" and r.timestamp > since]
             if late:
                 return late[0].message
             time.sleep(1)
         raise AssertionError(f"{what}: the worker logged nothing for flow run {flow_run_id} within {timeout:.0f} s")
 
-    def logs(self, flow_run_id) -> str:
+    def log_records(self, flow_run_id) -> list:
+        """The run's log records on the server (the first 200)."""
         from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
         with self.client() as client:
-            records = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200)
-        return "\n".join(r.message for r in records)
+            return client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200)
+
+    def logs(self, flow_run_id) -> str:
+        return "\n".join(r.message for r in self.log_records(flow_run_id))
 
 
 @pytest.fixture(scope="session")
