@@ -85,7 +85,7 @@ def test_lexicon_covers_every_offline_paraphraser_phrasing():
                     # only the span changed
                     assert out.text.startswith(b[:s]) and out.text.endswith(b[e:])
                     checked += 1
-    assert checked >= 39  # 24 phrasings (21 paraphrases + 3 templates) and 15 single words inside them
+    assert checked >= 36  # 21 phrasings (18 paraphrases + 3 templates) and 15 single words inside them
 
 
 REWRITTEN = [  # sentences in the phrasings the lexicon's replacements produce, and other paraphrase verbs

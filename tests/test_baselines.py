@@ -99,7 +99,34 @@ def test_offline_paraphraser_differs_across_labels_and_varies_with_seed():
 
 def test_offline_paraphraser_exact_rewrite():
     # pins the seeded choice, so a change of phrasings or seeding shows up here
-    assert OfflineParaphraser(1).rewrite(ITEMS[0]) == "A dog running in the surf indicates that a dog is at the beach."
+    assert OfflineParaphraser(1).rewrite(ITEMS[0]) == "A dog is at the beach must be true if a dog running in the surf."
+
+
+def test_offline_paraphrases_read_alike_across_labels_once_their_relation_phrases_are_masked():
+    """The claim behind the phrasings: with the lexicon's relation phrases masked and premise / hypothesis replaced,
+    every label's baselines have the same forms with the same frequencies, so clause order, leftover words or
+    punctuation cannot tell the label (the earlier set failed this: 'If ...', '... since ...', H first)."""
+    from collections import Counter
+
+    from larev.leakage.text import mask_text
+    from larev.methods.leakage_aware.antonyms.lexicon import RelationLexicon
+
+    lexicon = RelationLexicon()
+    premise, hypothesis = "A dog runs in the surf", "A dog is at the beach"
+    forms = {}
+    for label in NLI_LABELS:
+        seen = Counter()
+        for seed in range(300):
+            b = OfflineParaphraser(seed).rewrite(NLIItem(premise + ".", hypothesis + ".", label))
+            masked = mask_text(b, [(m.start, m.end) for m in lexicon.find(b)], "#")
+            seen[re.sub(re.escape(hypothesis), "H", re.sub(re.escape(premise), "P", masked, flags=re.I),
+                        flags=re.I)] += 1
+        forms[label] = seen
+    assert set(forms["entailment"]) == set(forms["contradiction"]) == set(forms["neutral"])
+    assert len(forms["entailment"]) == 4  # P # H, P, # H, Given that P, # H, H # P: order and form still vary
+    for form in forms["entailment"]:  # and no form is much more frequent under one label (300 draws each)
+        counts = [forms[label][form] for label in NLI_LABELS]
+        assert max(counts) - min(counts) < 40, (form, counts)
 
 
 def test_llm_paraphraser_delimits_data_and_validates():

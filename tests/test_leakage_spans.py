@@ -14,7 +14,7 @@ from larev.leakage.probe import residual_leakage
 from larev.leakage.rationale_model import RationaleModelConfig
 from larev.leakage.spans import (SpanRuleConfig, attribution_shares, binomial_margin, phrase_spans,
                                  select_leakage_spans, snap_spans, span_recall, spans_for)
-from larev.leakage.text import mask_text, merge_spans
+from larev.leakage.text import mask_text, merge_spans, subtract_spans
 
 # --------------------------------------------------------------------------------------------- pure helpers
 
@@ -49,6 +49,28 @@ def test_merge_snap_recall_and_mask_by_hand():
     # 1.96 * sqrt(0.25 / 100) = 0.098
     assert binomial_margin(0.5, 100, 1.96) == pytest.approx(0.098)
     assert attribution_shares([1.0, -1.0, 2.0]) == [0.25, -0.25, 0.5]
+
+
+def test_subtract_spans_and_protected_text_by_hand():
+    assert subtract_spans([(0, 10)], [(3, 5)]) == [(0, 3), (5, 10)]
+    assert subtract_spans([(0, 4), (6, 9)], [(2, 7)]) == [(0, 2), (7, 9)]
+    assert subtract_spans([(3, 5)], [(0, 10)]) == []
+    assert subtract_spans([(0, 2)], []) == [(0, 2)]
+    # "if" chosen and grown over "then": the phrase would run 0..11 across the protected "x y" (3..6); it is cut
+    words = [_words("if x y then z")]
+    row = [w for w in words[0] if not 3 <= w[1] < 6]  # the protected words are never offered to the rule
+    assert spans_for([row], [[0.5, 0.5, 0.0]], {"if"}, 0.1, protected=[[(3, 6)]]) == [[(0, 3), (6, 11)]]
+
+
+def test_input_clauses_and_the_form_of_b_by_hand():
+    from larev.methods.leakage_aware.leakage_spans import baseline_form, input_clauses
+
+    b = "Given that a dog runs, it must be that a cat sleeps."
+    clauses = input_clauses(b, "A dog runs.", "A cat  sleeps")
+    assert clauses == [(11, 21, "PREMISE"), (39, 51, "HYPOTHESIS")]
+    assert baseline_form(b, [(23, 38)], clauses, "<m>") == "Given that PREMISE, <m> HYPOTHESIS."
+    assert baseline_form(b, [(0, 14)], clauses, "<m>") == "<m>PREMISE, it must be that HYPOTHESIS."  # cut at x
+    assert input_clauses("A cat sleeps.", "A dog runs", "A cat sleeps") == []  # both clauses, or none
 
 
 def test_spans_for_global_words_and_per_row_top_k():
@@ -284,6 +306,44 @@ def test_find_baseline_spans_shapes_and_summary(rule):
     assert 0 <= summary["hypothesis_only"] <= 1  # NLI: the hypothesis-only view of x
     assert 0 <= summary["residual_before"] <= 1 and 0 <= summary["residual_after"] <= 1
     assert summary["span_recall"] is None or 0 <= summary["span_recall"] <= 1
+
+
+def test_baseline_spans_leave_x_alone_and_the_residual_reads_what_b_adds_to_x():
+    """Planted: the hypothesis carries its own label artifact (a label's subject word in 80 % of rows, as SNLI's
+    hypothesis-only cues), and b adds its label in a relation phrase. The rule must mask the phrase, never x's
+    words, and call the leakage gone when b's form reads at chance, while the whole masked b still reads x's
+    artifact (so the residual measured on the whole b could only have reached chance by masking the input)."""
+    from larev.leakage.attribution import AttributionConfig
+    from larev.methods.leakage_aware.leakage_spans import find_baseline_spans
+    from tests.helpers import tiny_evaluator
+
+    rng = random.Random(3)
+    subject = {"entailment": "man", "contradiction": "woman", "neutral": "child"}
+    relation = {"entailment": ["means that", "shows that"], "contradiction": ["rules out that", "denies that"],
+                "neutral": ["does not tell us whether", "says nothing about whether"]}
+    rows = []
+    for i in range(360):
+        y = ["entailment", "contradiction", "neutral"][i % 3]
+        who = subject[y] if rng.random() < 0.8 else rng.choice(list(subject.values()))
+        p = f"a {rng.choice(FILLER)} is near the {rng.choice(FILLER)}"
+        h = f"a {who} sees the {rng.choice(FILLER)}"
+        b = f"{p[0].upper()}{p[1:]} {rng.choice(relation[y])} {h}."
+        rows.append({"id": f"r{i}", "task": "nli", "premise": p, "hypothesis": h, "question": None, "choices": None,
+                     "label": y, "baseline": b})
+    frame = pl.DataFrame(rows)
+    ev = tiny_evaluator(frame["baseline"].to_list() + ["baseline", ":", "entailment", "contradiction", "neutral"])
+    config = AttributionConfig(n_steps=4, spans=SpanRuleConfig(probe=PROBE, min_occurrences=1))
+    out, _, summary = find_baseline_spans(ev, frame, 288, config)
+    assert summary["residual_reads"] == "form" and summary["reference"] == pytest.approx(1 / 3)
+    for row, spans in zip(rows, out["spans"].to_list()):
+        b = row["baseline"]
+        x_start = b.lower().index(row["hypothesis"])
+        premise_end = len(row["premise"])
+        assert all(s >= premise_end and e <= x_start + 1 for s, e in spans), (b, spans)  # only between p and h
+    assert summary["residual_before"] > 0.9  # the relation phrase gives the label away
+    assert summary["converged"] and summary["residual_after"] <= 1 / 3 + summary["tolerance"]
+    assert summary["hypothesis_only"] > 0.6  # x's own artifact, which is not b's leakage ...
+    assert summary["residual_with_input"] > summary["residual_after"] + 0.2  # ... is still there, untouched
 
 
 def test_global_ranking_per_label_takes_labels_in_turn_and_pools_many_labels():

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from larev.baselines.build import build_baselines
-from larev.baselines.nli import RELATIONS, NLIItem, OfflineParaphraser, _clause, nli_template
+from larev.baselines.nli import RELATIONS, NLIItem, OfflineParaphraser, as_clause, nli_template
 from larev.config import BaselineConfig
 from larev.data.files import load_examples_file, load_rationales_file
 from larev.errors import InputError
@@ -125,11 +125,11 @@ def _kept(clause: str, text: str) -> bool:
 @SETTINGS
 @given(premise=NONBLANK, hypothesis=NONBLANK, label=st.sampled_from(NLI_LABELS))
 def test_nli_template_states_premise_relation_and_hypothesis(premise, hypothesis, label):
-    """The template keeps premise and hypothesis word for word after `_clause` (whitespace runs collapsed to one
+    """The template keeps premise and hypothesis word for word after `as_clause` (whitespace runs collapsed to one
     space, ends stripped, final . ! ? ; : , dropped), up to the case of their first letter; one line."""
     text = nli_template(premise, hypothesis, label)
     assert f" {RELATIONS[label]} " in text and text.endswith(".")
-    assert _kept(_clause(premise), text) and _kept(_clause(hypothesis), text)
+    assert _kept(as_clause(premise), text) and _kept(as_clause(hypothesis), text)
     assert len(text.splitlines()) == 1
 
 
@@ -157,7 +157,7 @@ def test_offline_nli_baselines_are_deterministic_keep_the_text_and_record_proven
     assert reversed_out.reverse().equals(out)
     for row, baseline in zip(examples.iter_rows(named=True), out["baseline"], strict=True):
         assert baseline == OfflineParaphraser(seed).rewrite(NLIItem(row["premise"], row["hypothesis"], row["label"]))
-        assert _kept(_clause(row["premise"]), baseline) and _kept(_clause(row["hypothesis"]), baseline)
+        assert _kept(as_clause(row["premise"]), baseline) and _kept(as_clause(row["hypothesis"]), baseline)
         assert len(baseline.splitlines()) == 1 and baseline.endswith(".")
     template = build_baselines(examples, BaselineConfig(paraphrase="none"), progress=False)
     assert set(template["baseline_backend"]) == {"template"}

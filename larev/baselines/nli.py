@@ -41,35 +41,37 @@ nothing people person man men woman women boy boys girl girls child children kid
 group couple family crowd team lady ladies guy guys player players worker workers
 """.split())
 
-# Relation phrasings per label: (pattern, uses the premise first). {P}/{H}: clause with its first letter
-# capitalised; {p}/{h}: as it would read mid-sentence. Lists are disjoint across labels.
+# Relation phrasings per label. {P}/{H}: clause with its first letter capitalised; {p}/{h}: as it would read
+# mid-sentence. Lists are disjoint across labels, and every label has the same sentence forms in the same order:
+# once each relation phrase is masked (the spans of larev/methods/leakage_aware/antonyms/lexicon.py), the three
+# labels' baselines read alike, so neither clause order nor leftover words can tell the label. (The earlier,
+# unbalanced set put the hypothesis first in 1 of 8 entailment forms and 2 of 7 contradiction forms, and left
+# words such as 'If', 'then', 'Whether' or 'the fact that' outside the phrases: a probe on the baseline with every
+# word outside premise and hypothesis masked still read the label at 0.50 on e-SNLI, chance 0.33.)
 _PHRASINGS: dict[str, tuple[str, ...]] = {
     "entailment": (
-        "{P} means that {h}.",
-        "{P} suggests that {h}.",
-        "{P} indicates that {h}.",
-        "{P} shows that {h}.",
+        "{P} implies {h}.",
+        "{P} entails {h}.",
+        "{P} tells us that {h}.",
         "{P}, so {h}.",
-        "Given that {p}, {h}.",
-        "If {p}, then {h}.",
-        "{H}, since {p}.",
+        "Given that {p}, it must be that {h}.",
+        "{H} must be true if {p}.",
     ),
     "contradiction": (
-        "{P} rules out that {h}.",
+        "{P} contradicts {h}.",
         "{P} is incompatible with {h}.",
+        "{P} is inconsistent with {h}.",
         "{P}, so it is false that {h}.",
-        "{H} cannot be true if {p}.",
         "Given that {p}, it cannot be that {h}.",
-        "If {p}, then it is not the case that {h}.",
-        "It cannot be that {h} when {p}.",
+        "{H} cannot be true if {p}.",
     ),
     "neutral": (
+        "{P} is not related to {h}.",
         "{P} says nothing about whether {h}.",
         "{P} does not tell us if {h}.",
-        "{P} neither confirms nor rules out that {h}.",
+        "{P}, we cannot tell whether {h}.",
         "Given that {p}, we cannot tell whether {h}.",
-        "Whether {h} is not settled by the fact that {p}.",
-        "Knowing that {p} does not tell us whether {h}.",
+        "{H} is not settled by {p}.",
     ),
 }
 
@@ -88,7 +90,7 @@ class Paraphraser(Protocol):
     def paraphrase(self, items: Sequence[NLIItem]) -> list[Rewritten]: ...
 
 
-def _clause(text: str) -> str:
+def as_clause(text: str) -> str:
     """Collapse whitespace and drop final sentence punctuation, so the text can sit inside a sentence."""
     return re.sub(r"[\s.!?;:,]+$", "", re.sub(r"\s+", " ", text).strip())
 
@@ -112,7 +114,7 @@ def _check_label(label: str) -> str:
 def nli_template(premise: str, hypothesis: str, label: str) -> str:
     """REV's template: '{premise} implies / contradicts / is not related to {hypothesis}.'"""
     relation = _check_label(label)
-    return f"{_sentence_start(_clause(premise))} {relation} {_mid_sentence(_clause(hypothesis))}."
+    return f"{_sentence_start(as_clause(premise))} {relation} {_mid_sentence(as_clause(hypothesis))}."
 
 
 class TemplateParaphraser:
@@ -137,7 +139,7 @@ class OfflineParaphraser:
         _check_label(item.label)
         digest = hashlib.sha256(f"{self.seed}\x00{item.template}".encode()).digest()
         pattern = random.Random(digest).choice(_PHRASINGS[item.label])
-        premise, hypothesis = _clause(item.premise), _clause(item.hypothesis)
+        premise, hypothesis = as_clause(item.premise), as_clause(item.hypothesis)
         return pattern.format(P=_sentence_start(premise), p=_mid_sentence(premise),
                               H=_sentence_start(hypothesis), h=_mid_sentence(hypothesis))
 

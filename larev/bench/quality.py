@@ -7,6 +7,7 @@ With the stress tests (`larev ftc` / `larev addtext` on the gold rationales), al
         "ftc_wasserstein", "by_case": {CASE: {...}}, "unextracted_reasons": {REASON: int}} and
 "addtext": {METRIC: {KIND: {"mean_shift", "rise_share", "n"}, "all": {...}}}, and "leakage": what the leakage
 spans removed ({"larev": {"e3_coverage", "span_recall", "residual_accuracy", "residual_before", "reference",
+"residual_reads" (form: b without x; baseline: the whole b), "residual_with_input", "accuracy_x", "hypothesis_only",
 "chance", "converged", "reliance_phi", "reliance_phi_la"}, "rora": {SOURCE: {"residual_accuracy",
 "accuracy_unmasked", "chance", "residual_gain"}}}).
 QA runs (`larev bench quality --task qa`) also score the restating gold rationales with their answer masked:
@@ -113,12 +114,14 @@ def leakage_markdown(leakage: dict) -> list[str]:
         def fmt(key: str) -> str:
             return "n/a" if la.get(key) is None else f"{la[key]:.3f}"
 
+        reads = ("b's form (x's clauses as placeholders)" if la.get("residual_reads") == "form" else "b")
         lines += ["## What LAREV's leakage spans removed", "",
-                  f"Fresh probe on the training split's b: {fmt('residual_before')} unmasked, "
-                  f"{fmt('residual_accuracy')} with the spans masked; on x alone {fmt('reference')}, on the "
-                  f"hypothesis alone {fmt('hypothesis_only')}; chance "
-                  f"{fmt('chance')}. Span recall {fmt('span_recall')}, E3 coverage {fmt('e3_coverage')}"
-                  + ("" if la.get("converged", True) else "; the span rule hit its size cap") + ".", "",
+                  f"Fresh probe on the training split's {reads}: {fmt('residual_before')} unmasked, "
+                  f"{fmt('residual_accuracy')} with the spans masked; on the whole masked b "
+                  f"{fmt('residual_with_input')}, on x alone {fmt('accuracy_x')}, on the hypothesis alone "
+                  f"{fmt('hypothesis_only')}; chance {fmt('chance')}. Span recall {fmt('span_recall')}, E3 coverage "
+                  f"{fmt('e3_coverage')}" + ("" if la.get("converged", True) else "; the span rule hit its size cap")
+                  + ".", "",
                   f"Reliance on the spans, mean log p(y | no rationale, b) - log p(y | no rationale, masked b) over "
                   f"the validation rows: phi {fmt('reliance_phi')}, phi_LA {fmt('reliance_phi_la')} nats (LAREV "
                   "aims to make phi_LA's smaller).", ""]
@@ -251,6 +254,9 @@ def leakage_results(run_dir: Path) -> dict:
         row = store.read_parquet(artifacts["leakage_spans"]["key"]).row(0, named=True)
         larev = {"residual_accuracy": json_number(row["residual_after"]),
                  "residual_before": json_number(row["residual_before"]), "reference": json_number(row["reference"]),
+                 "residual_reads": row.get("residual_reads", "baseline"),
+                 "residual_with_input": json_number(row.get("residual_with_input")),
+                 "accuracy_x": json_number(row.get("accuracy_x", row["reference"])),
                  "hypothesis_only": json_number(row.get("hypothesis_only")),
                  "chance": json_number(row["chance"]), "span_recall": json_number(row["span_recall"]),
                  "converged": bool(row["converged"]), "chosen": row["chosen"]}

@@ -39,7 +39,7 @@ import polars as pl
 from pydantic import Field
 
 from larev.config import _Config
-from larev.leakage.text import Span, merge_spans
+from larev.leakage.text import Span, merge_spans, subtract_spans
 from larev.leakage.rationale_model import (RationaleModel, RationaleModelConfig, word_attributions,
                                            words_with_offsets)
 
@@ -288,9 +288,11 @@ def _sizes(cap: int, doubling: bool) -> list[int]:
 
 
 def spans_for(words: Sequence[Sequence[Word]], shares: Sequence[Sequence[float]], chosen: set[str] | int,
-              expand_threshold: float, phrases: Sequence[Sequence[Span]] | None = None) -> list[list[Span]]:
+              expand_threshold: float, phrases: Sequence[Sequence[Span]] | None = None,
+              protected: Sequence[Sequence[Span]] | None = None) -> list[list[Span]]:
     """Every row's spans for a choice: a set of global words, or the number k of each row's top words (by
-    positive share). Snapped to `phrases` (one list per row) when given."""
+    positive share). Snapped to `phrases` (one list per row) when given; cut around `protected` (one list per row:
+    text no span may cover, e.g. the task input inside a baseline) when given."""
     out = []
     for i, (row_words, row_shares) in enumerate(zip(words, shares)):
         if isinstance(chosen, int):
@@ -299,7 +301,8 @@ def spans_for(words: Sequence[Sequence[Word]], shares: Sequence[Sequence[float]]
         else:
             flags = [w in chosen for w, _, _ in row_words]
         spans = phrase_spans(row_words, row_shares, flags, expand_threshold)
-        out.append(snap_spans(spans, phrases[i]) if phrases is not None and spans else spans)
+        spans = snap_spans(spans, phrases[i]) if phrases is not None and spans else spans
+        out.append(subtract_spans(spans, protected[i]) if protected is not None and spans else spans)
     return out
 
 
@@ -336,9 +339,9 @@ def ranking_shares(shares: Sequence[Sequence[float]], config: SpanRuleConfig) ->
 
 
 def _step(selection: SpanSelection, words, shares, chosen: set[str] | int, config: SpanRuleConfig, residual,
-          phrases, stop_at: float, size: int, source: str) -> bool:
+          phrases, protected, stop_at: float, size: int, source: str) -> bool:
     """Mask the spans of one choice, measure the residual, record the step; True when it is low enough."""
-    spans = spans_for(words, shares, chosen, config.expand_threshold, phrases)
+    spans = spans_for(words, shares, chosen, config.expand_threshold, phrases, protected)
     accuracy = residual(spans)
     selection.steps.append({"size": size, "ranked_by": source, "residual_accuracy": accuracy,
                             "masked_rows": sum(1 for s in spans if s) / max(1, len(spans))})
@@ -354,7 +357,8 @@ def select_leakage_spans(words: Sequence[Sequence[Word]], shares: Sequence[Seque
                          residual: Callable[[list[list[Span]]], float], reference: float, n_validation: int,
                          chance: float = 0.0, phrases: Sequence[Sequence[Span]] | None = None,
                          labels: Sequence[str] | None = None,
-                         probe_ranking: Callable[[list[list[Span]]], list[str]] | None = None) -> SpanSelection:
+                         probe_ranking: Callable[[list[list[Span]]], list[str]] | None = None,
+                         protected: Sequence[Sequence[Span]] | None = None) -> SpanSelection:
     """The span rule (module docstring): grow the choice until `residual(spans)` <= level + margin, where level
     is the larger of the reference and chance.
 
@@ -364,7 +368,9 @@ def select_leakage_spans(words: Sequence[Sequence[Word]], shares: Sequence[Seque
     fall below chance when validation rows share premises with training rows of other labels); labels: the rows'
     gold labels, for the per-label ranking; probe_ranking: given the current spans, the words a probe trained on
     the masked training texts reads the label from, best first (global ranking only: `probe_rounds` rounds of
-    `probe_words` words each after the attribution ranking is used up without converging).
+    `probe_words` words each after the attribution ranking is used up without converging); protected: per row,
+    text no span may cover (its words should not be in `words` either, so they are never ranked; a span grown
+    across it is cut around it).
     """
     level = max(reference, chance)
     tolerance = binomial_margin(level, n_validation, config.z)
@@ -385,8 +391,8 @@ def select_leakage_spans(words: Sequence[Sequence[Word]], shares: Sequence[Seque
         selection.residual_after = selection.residual_before
     for size in sizes:
         chosen: set[str] | int = set(ranked[:size]) if ranking == "global" else size
-        done = _step(selection, words, shares, chosen, config, residual, phrases, level + tolerance, size,
-                     "attribution")
+        done = _step(selection, words, shares, chosen, config, residual, phrases, protected, level + tolerance,
+                     size, "attribution")
         if ranking == "per_row":
             if done:
                 break
@@ -403,8 +409,8 @@ def select_leakage_spans(words: Sequence[Sequence[Word]], shares: Sequence[Seque
                 break
             chosen_words += extra[:config.probe_words]
             selection.chosen = list(chosen_words)
-            if _step(selection, words, shares, set(chosen_words), config, residual, phrases, level + tolerance,
-                     len(chosen_words), "probe"):
+            if _step(selection, words, shares, set(chosen_words), config, residual, phrases, protected,
+                     level + tolerance, len(chosen_words), "probe"):
                 break
     return selection
 

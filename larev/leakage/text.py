@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["Span", "mask_text", "merge_spans", "replace_spans"]
+__all__ = ["Span", "mask_text", "merge_spans", "replace_spans", "subtract_spans"]
 
 Span = tuple[int, int]  # [start, end) character offsets
 
@@ -33,3 +33,21 @@ def replace_spans(text: str, pieces: Sequence[tuple[int, int, str]]) -> str:
 def mask_text(text: str, spans: Sequence[Span], mask: str) -> str:
     """`text` with each (merged) span replaced by `mask`."""
     return replace_spans(text, [(s, e, mask) for s, e in merge_spans(spans)])
+
+
+def subtract_spans(spans: Sequence[Span], protected: Sequence[Span]) -> list[Span]:
+    """The parts of `spans` outside every `protected` span, merged and in order."""
+    out: list[Span] = []
+    cuts = merge_spans(protected)
+    for s, e in merge_spans(spans):
+        for ps, pe in cuts:
+            if pe <= s or ps >= e:
+                continue
+            if ps > s:
+                out.append((s, ps))
+            s = max(s, pe)
+            if s >= e:
+                break
+        if s < e:
+            out.append((s, e))
+    return out

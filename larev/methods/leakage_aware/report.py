@@ -10,6 +10,30 @@ from larev.methods.leakage_aware.environments import MIN_COVERAGE, ORIGINAL, cov
 from larev.reports import markdown_table
 
 
+def _residual_sentence(row: dict) -> str:
+    """What the residual probe read and measured, next to the probes on x and on the hypothesis, and chance."""
+    def fmt(key: str) -> str:
+        return "n/a" if row.get(key) is None else f"{row[key]:.3f}"
+
+    if row.get("residual_reads") == "form":
+        text = (f"on b's form (x's clauses as placeholders, what b adds to x) unmasked {fmt('residual_before')}, "
+                f"masked {fmt('residual_after')}; chance {fmt('chance')} (the rule stops at chance + "
+                f"{fmt('tolerance')}). For comparison, the whole masked b (x in place) {fmt('residual_with_input')}, "
+                f"x alone {fmt('accuracy_x')}")
+    else:
+        text = (f"b unmasked {fmt('residual_before')}, b masked {fmt('residual_after')}; the same probe on x alone "
+                f"{fmt('reference')}")
+    if row.get("hypothesis_only") is not None:
+        text += f", the hypothesis alone {fmt('hypothesis_only')}"
+    if row.get("residual_reads") != "form":
+        text += f"; chance {fmt('chance')} (the rule stops at max(x, chance) + {fmt('tolerance')})"
+    text += "."
+    if not row["converged"]:
+        text += " The rule reached its size cap before the residual fell to its stopping level: the masked b still "
+        text += "carries label information."
+    return text
+
+
 def leakage_lines(leakage: pl.DataFrame) -> list[str]:
     """The span rule's summary: what it masked and the residual leakage next to the probe on x and chance."""
     row = leakage.row(0, named=True)
@@ -18,13 +42,7 @@ def leakage_lines(leakage: pl.DataFrame) -> list[str]:
              f"in {row['rows_with_spans']:.1%} of the baselines."
              + (f" Span recall against the known label phrases: {recall:.1%}." if recall is not None else ""), "",
              "Residual leakage (validation accuracy of a fresh bag-of-n-grams probe trained on the training rows): "
-             f"b unmasked {row['residual_before']:.3f}, b masked {row['residual_after']:.3f}; the same probe on x "
-             f"alone {row['reference']:.3f}"
-             + (f", on the hypothesis alone {row['hypothesis_only']:.3f}" if row.get("hypothesis_only") is not None
-                else "")
-             + f"; chance {row['chance']:.3f} (the rule stops at max(x, chance) + {row['tolerance']:.3f})."
-             + ("" if row["converged"] else " The rule reached its size cap before the residual fell to x's level: "
-                                             "the masked b still carries label information x does not."), ""]
+             + _residual_sentence(row), ""]
     steps = json.loads(row["steps"]) if isinstance(row.get("steps"), str) else row.get("steps") or []
     if steps:
         lines += ["Growth steps (size: words chosen, or top words per row):", "", markdown_table(pl.DataFrame(steps)),
