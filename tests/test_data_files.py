@@ -397,3 +397,22 @@ def test_real_esnli_dev():
     assert set(df["label"]) == {"entailment", "contradiction", "neutral"}
     assert df["rationale"].str.strip_chars().str.len_chars().min() > 0
     assert list(df.columns) == list(EXAMPLE_SCHEMA)
+
+
+def test_the_validation_carve_keeps_rows_that_share_a_premise_together():
+    """SNLI gives each premise one hypothesis per label: a row-level carve would put a validation premise's other
+    labels in training. Premise groups stay whole, the share is close to the fraction, QA rows are their own group."""
+    from larev.data.sources import carve_validation
+
+    rows = [{"id": f"n{i}-{j}", "task": "nli", "premise": f"Premise {i}." + (" " if j == 1 else ""),
+             "label": y} for i in range(200) for j, y in enumerate(["entailment", "contradiction", "neutral"])]
+    rows += [{"id": f"q{i}", "task": "qa", "premise": None, "label": "a"} for i in range(100)]
+    frame = pl.DataFrame(rows)
+    out = carve_validation(frame, 0.1, seed=3)
+    nli = out.filter(pl.col("task") == "nli").with_columns(group=pl.col("id").str.extract(r"^(n\d+)-"))
+    assert (nli.group_by("group").agg(pl.col("split").n_unique())["split"] == 1).all()  # no premise split apart
+    n_val = out.filter(pl.col("split") == "validation").height
+    assert 70 <= n_val <= 72  # round(700 * 0.1) = 70, overshot by at most one group (3 rows) less one
+    assert out.filter((pl.col("task") == "qa") & (pl.col("split") == "validation")).height > 0
+    assert out.equals(carve_validation(frame, 0.1, seed=3))  # seeded
+    assert not out.equals(carve_validation(frame, 0.1, seed=4))
