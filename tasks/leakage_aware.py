@@ -126,14 +126,19 @@ def la_instances(df: pl.DataFrame, env_names: list[str]) -> list[LAInstance]:
             task_run_name="train-{name}", gpu=True)
 def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environments_ref: ArtifactRef,
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
-                 objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:
-    """phi_LA (eq. 4.10), a fresh model trained on the environments with the IRM and probe terms."""
+                 objective: LeakageAwareConfig, progress: bool = True,
+                 start_from: ArtifactRef | None = None) -> ArtifactRef:
+    """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms: a fresh model, or a copy of
+    the evaluator `start_from` (REV's phi, `larev.la_start=phi`)."""
     from larev.methods.leakage_aware.training import train_leakage_aware
     from larev.models.evaluator import load_evaluator, new_evaluator
 
     df, env_names = environment_frame(store, examples, environments_ref)
     tr, val = split_train_validation(df)
-    phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
+    if start_from is None:
+        phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
+    else:
+        phi_la = load_evaluator(store.get_dir(start_from.key), device=train.device)
     psi = load_evaluator(store.get_dir(probe.key), device=train.device)
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
         train_leakage_aware(phi_la, psi, la_instances(tr, env_names), la_instances(val, env_names), label_sets(val),
@@ -165,8 +170,9 @@ class LeakageAware:
         phi_las = {}
         for ablation in [None, *cfg.ablations]:
             name = "larev" if ablation is None else f"larev_{ablation}"
+            start = {"start_from": models["phi"]} if cfg.la_start == "phi" else {}
             phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
-                                      cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}")
+                                      cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}", **start)
         return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},
                        report_models=phi_las)
 

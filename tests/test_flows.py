@@ -132,6 +132,28 @@ def test_larev_objective_option_reruns_phi_la_only(first_run):
     assert ran(changed) == ["train-larev", "score-larev", "report"]
 
 
+def test_phi_la_can_start_from_phi(first_run):
+    """larev.la_start=phi: phi_LA starts as REV's phi (with a learning rate of ~0 it stays phi); only phi_LA and
+    what reads it rerun. The default phi_LA starts fresh, so it is not phi."""
+    import torch
+
+    from larev.models.evaluator import load_evaluator
+
+    root, result = first_run
+
+    def weights(ref):
+        return load_evaluator(ref.uri, device="cpu").model.state_dict()
+
+    still = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-12)
+    larev = TINY_LAREV.model_copy(update={"la_start": "phi", "la_train": still})
+    changed = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-la-start"))
+    assert ran(changed) == ["train-larev", "score-larev", "report"]
+    phi = weights(result["refs"]["phi"])
+    started, fresh = weights(changed["refs"]["larev"]), weights(result["refs"]["larev"])
+    assert all(torch.allclose(started[k], v, atol=1e-6) for k, v in phi.items())
+    assert not all(torch.allclose(fresh[k], v, atol=1e-3) for k, v in phi.items())
+
+
 def test_training_option_reruns_training_and_downstream_only(first_run):
     root, _ = first_run
     changed = larev_pipeline(tiny_params(root, train=TrainConfig(epochs=1, batch_size=16, seed=7)))

@@ -66,6 +66,10 @@ class LarevConfig(_Config):
     objective: LeakageAwareConfig = Field(default_factory=LeakageAwareConfig)
     probe_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=3),
                                      description="the leakage probe (decoder only; the thesis trains 8 epochs)")
+    la_start: Literal["fresh", "phi"] = Field(
+        "fresh", description="phi_LA's starting weights: a fresh model (the backbone's initialisation; the thesis "
+                             "fine-tunes the pretrained checkpoint), or REV's trained phi, which already reads "
+                             "[r, b] (for a task a fresh model does not learn in phi_LA's epochs, e.g. real QA)")
     la_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
                                   description="phi_LA: batch_size counts instances, each with its 3 environments "
                                               "(the thesis: 2 epochs, one instance per step)")
