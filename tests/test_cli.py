@@ -147,56 +147,50 @@ def test_bench_quality_metrics_switch_the_steps_on_and_off(capsys):
     assert "unknown metric(s) ['bleu']; choose from rev, larev, rora, rq, las" in capsys.readouterr().err
 
 
-@pytest.fixture
-def restored_prefect_settings(monkeypatch):
-    """Prefect's global settings rebuilt from the test's own environment once the test is over."""
-    import prefect.context
+# Run in a fresh interpreter: in this one, a session's Prefect test harness (the flow tests) holds its own settings
+# context, which would hide what a real `larev` process sees.
+API_CHOICE_CHECK = """
+import json, logging, os
+import flows.cli.commands as commands
+import flows.server as server
+import flows.service
+from flows.cli import main
 
-    import logging
+def chosen(_server):
+    os.environ["PREFECT_API_URL"] = "http://127.0.0.1:4999/api"  # what start_local_server does
+    return "a server", None
 
-    larev_handlers = list(logging.getLogger("larev").handlers)
-    yield monkeypatch
-    monkeypatch.undo()
-    prefect.context.refresh_global_settings_context()
-    logging.getLogger("larev").handlers[:] = larev_handlers
+seen = {}
+
+def record(args):
+    from prefect.settings import get_current_settings
+    settings = get_current_settings()
+    seen.update(api=settings.api.url, extra=settings.logging.extra_loggers)
+    return 0
+
+server.choose_api = chosen
+commands.run = record
+flows.service.heartbeat_environment = lambda: None
+seen["rc"] = main(["run", "--server", "local", "--no-progress"])
+from prefect.logging.handlers import APILogHandler
+seen["api_handler"] = any(isinstance(h, APILogHandler) for h in logging.getLogger("larev").handlers)
+print(json.dumps(seen))
+"""
 
 
-def test_the_api_a_command_chooses_is_the_one_prefect_uses(restored_prefect_settings):
+def test_the_api_a_command_chooses_is_the_one_prefect_uses(tmp_path):
     """Prefect reads its settings when first imported (resolving the parameters imports it): the API URL and the
     extra loggers larev sets afterwards must still reach it, or runs go to a temporary server and larev's log
     lines never reach the UI."""
-    import flows.cli.commands as commands
-    import flows.server as server
+    import subprocess
+    import sys
 
-    monkeypatch = restored_prefect_settings
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    for name in ("PREFECT_LOGGING_EXTRA_LOGGERS", "PREFECT_LOGGING_LEVEL", "PREFECT_SERVER_ANALYTICS_ENABLED",
-                 "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW"):
-        monkeypatch.delenv(name, raising=False)  # main sets them; undone after the test
-
-    def chosen(_server):
-        os.environ["PREFECT_API_URL"] = "http://127.0.0.1:4999/api"  # what start_local_server does
-        return "a server", None
-
-    seen = {}
-
-    def record(args):
-        from prefect.settings import get_current_settings
-
-        settings = get_current_settings()
-        seen.update(api=settings.api.url, extra=settings.logging.extra_loggers)
-        return 0
-
-    monkeypatch.setattr(server, "choose_api", chosen)
-    monkeypatch.setattr(commands, "run", record)
-    monkeypatch.setattr("flows.service.heartbeat_environment", lambda: None)
-    assert main(["run", "--server", "local", "--no-progress"]) == 0
-    assert seen == {"api": "http://127.0.0.1:4999/api", "extra": ["larev"]}
-    import logging
-
-    from prefect.logging.handlers import APILogHandler
-
-    assert any(isinstance(h, APILogHandler) for h in logging.getLogger("larev").handlers)  # reaches the run's logs
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"PREFECT_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", API_CHOICE_CHECK], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"rc": 0, "api": "http://127.0.0.1:4999/api", "extra": ["larev"], "api_handler": True}
 
 
 @pytest.mark.parametrize("backbone, message", [
