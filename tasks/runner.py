@@ -100,7 +100,9 @@ class StepRunner:
         label = step_label or task_obj.name
         remote = bool(self.gpu_deployment and getattr(task_obj, "larev_gpu", False))
         if remote:
-            arguments = dict(inspect.signature(task_obj.fn).bind(*args, **kwargs).arguments)
+            bound = inspect.signature(task_obj.fn).bind(*args, **kwargs)
+            bound.apply_defaults()  # as Prefect keys the call: a default left out would give another cache key
+            arguments = dict(bound.arguments)
             remote = not self._has_cache_record(task_obj, arguments)  # a cached step is not sent anywhere
         if remote:
             self._run_on_gpu_pool(task_obj, label, arguments)
