@@ -54,7 +54,8 @@ def quick_run(work: Path) -> str:
     params = PipelineParams(run_name="bench-scale", artifact_root=str(work / "store"), run_dir=str(work / "runs"),
                             train=TrainConfig(epochs=1), progress=False, rora=RoraConfig(enabled=False),
                             larev=LarevConfig(la_train=defaults.la_train.model_copy(update={"epochs": 1}),
-                                              probe_train=defaults.probe_train.model_copy(update={"epochs": 1})))
+                                              probe_train=defaults.probe_train.model_copy(update={"epochs": 1}),
+                                              la_min_steps=0))
     return larev_pipeline(params)["run_dir"]
 
 

@@ -127,14 +127,15 @@ def la_instances(df: pl.DataFrame, env_names: list[str]) -> list[LAInstance]:
 def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environments_ref: ArtifactRef,
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True,
-                 start_from: ArtifactRef | None = None) -> ArtifactRef:
+                 start_from: ArtifactRef | None = None, min_steps: int = 0) -> ArtifactRef:
     """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms: a fresh model, or a copy of
-    the evaluator `start_from` (REV's phi, `larev.la_start=phi`)."""
-    from larev.methods.leakage_aware.training import train_leakage_aware
+    the evaluator `start_from` (REV's phi, `larev.la_start=phi`); at least `min_steps` optimizer steps."""
+    from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
     from larev.models.evaluator import load_evaluator, new_evaluator
 
     df, env_names = environment_frame(store, examples, environments_ref)
     tr, val = split_train_validation(df)
+    train = epochs_for_min_steps(train, tr.height, min_steps, desc=name)
     if start_from is None:
         phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     else:
@@ -171,6 +172,8 @@ class LeakageAware:
         for ablation in [None, *cfg.ablations]:
             name = "larev" if ablation is None else f"larev_{ablation}"
             start = {"start_from": models["phi"]} if cfg.la_start == "phi" else {}
+            if cfg.la_min_steps:
+                start["min_steps"] = cfg.la_min_steps
             phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
                                       cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}", **start)
         return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},

@@ -36,7 +36,7 @@ ALL_STEPS = ["examples", "baselines", "variants", "tokenizer", "train-phi_base",
              "train-theta", *RORA_STEPS, "score-rora", *PROXY_STEPS, "score-rq-las", "report"]
 METRICS = ["larev", "las", "rev", "rora", "rq"]
 TINY_LAREV = LarevConfig(attribution=AttributionConfig(n_steps=4), probe_train=TrainConfig(epochs=1, batch_size=16),
-                         la_train=TrainConfig(epochs=1, batch_size=8))
+                         la_train=TrainConfig(epochs=1, batch_size=8), la_min_steps=0)
 TINY_RORA = RoraConfig(detection=LeakageDetectionConfig(n_steps=4, model=RationaleModelConfig(epochs=2)),
                        infiller=InfillerConfig(train=TrainConfig(epochs=1, batch_size=16, select_by="sum"),
                                                max_new_tokens=6),

@@ -215,3 +215,15 @@ def test_phi_la_relies_less_on_the_leakage_span_than_phi():
     phi_reliance, phi_la_reliance = leakage_reliance(phi, *args), leakage_reliance(phi_la, *args)
     assert phi_reliance > 0.3  # phi reads the cue
     assert phi_la_reliance < phi_reliance / 2
+
+
+def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():
+    from larev.methods.leakage_aware.training import epochs_for_min_steps
+
+    two = TrainConfig(epochs=2, batch_size=16)
+    assert epochs_for_min_steps(two, 1600, 400).epochs == 4  # 100 steps an epoch: the demo
+    assert epochs_for_min_steps(two, 1601, 400).epochs == 4  # 101 steps an epoch: 4 epochs reach 404
+    assert epochs_for_min_steps(two, 7200, 400).epochs == 2  # 450 steps an epoch: e-SNLI keeps the thesis's 2
+    assert epochs_for_min_steps(two, 1600, 0).epochs == 2
+    assert epochs_for_min_steps(TrainConfig(epochs=5, batch_size=16), 1600, 400).epochs == 5  # never fewer
+    assert epochs_for_min_steps(two, 10, 400).epochs == 400  # one step an epoch

@@ -215,6 +215,19 @@ def _validate(phi_la: Evaluator, val: list[LAInstance], val_candidates: list[lis
     return record, sum(per_env) / len(per_env)
 
 
+def epochs_for_min_steps(config: TrainConfig, n_instances: int, min_steps: int, desc: str = "phi_LA") -> TrainConfig:
+    """`config` with enough epochs for at least `min_steps` optimizer steps over `n_instances` (batches of
+    `config.batch_size`), never fewer than `config.epochs`; logs when the epochs grow."""
+    per_epoch = max(1, math.ceil(n_instances / config.batch_size))
+    needed = math.ceil(min_steps / per_epoch)
+    if needed <= config.epochs:
+        return config
+    log.info("%s: %d training instances at batch %d give %d steps in %d epochs; training %d epochs to reach "
+             "larev.la_min_steps=%d", desc, n_instances, config.batch_size, per_epoch * config.epochs, config.epochs,
+             needed, min_steps)
+    return config.model_copy(update={"epochs": needed})
+
+
 def train_leakage_aware(
     phi_la: Evaluator,
     probe: Evaluator | None,
