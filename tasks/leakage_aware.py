@@ -171,11 +171,12 @@ class LeakageAware:
         phi_las = {}
         for ablation in [None, *cfg.ablations]:
             name = "larev" if ablation is None else f"larev_{ablation}"
-            start = {"start_from": models["phi"]} if cfg.la_start == "phi" else {}
+            options = {"start_from": models["phi"]} if cfg.la_start == "phi" else {}
             if cfg.la_min_steps:
-                start["min_steps"] = cfg.la_min_steps
+                options["min_steps"] = cfg.la_min_steps
             phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
-                                      cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}", **start)
+                                      cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
+                                      **options)
         return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},
                        report_models=phi_las)
 

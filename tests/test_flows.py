@@ -154,6 +154,17 @@ def test_phi_la_can_start_from_phi(first_run):
     assert not all(torch.allclose(fresh[k], v, atol=1e-3) for k, v in phi.items())
 
 
+def test_phi_la_trains_the_minimum_steps_on_small_data(first_run):
+    """larev.la_min_steps: the tiny run's 48 training rows at batch 8 are 6 steps an epoch, so 12 steps take 2
+    epochs where la_train says 1; the saved phi_LA records both epochs and the grown config."""
+    root, _ = first_run
+    changed = larev_pipeline(tiny_params(root, larev=TINY_LAREV.model_copy(update={"la_min_steps": 12}),
+                                         run_name="tiny-min-steps"))
+    assert ran(changed) == ["train-larev", "score-larev", "report"]
+    meta = json.loads((Path(changed["refs"]["larev"].uri) / "larev_config.json").read_text())["meta"]
+    assert meta["train_config"]["epochs"] == 2 and len(meta["training"]["history"]) == 2
+
+
 def test_training_option_reruns_training_and_downstream_only(first_run):
     root, _ = first_run
     changed = larev_pipeline(tiny_params(root, train=TrainConfig(epochs=1, batch_size=16, seed=7)))

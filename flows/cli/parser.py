@@ -51,7 +51,7 @@ PIPELINE = [
     Option("--antonyms", "larev.antonyms.backend"),
     Option("--ig-steps", "larev.attribution.n_steps"),
     Option("--la-epochs", "larev.la_train.epochs", help="phi_LA epochs (more on a small training set, to reach "
-           "larev.la_min_steps optimizer steps; set it to 0 for exactly these)"),
+           "larev.la_min_steps optimizer steps; --set larev.la_min_steps=0 trains exactly these)"),
     Option("--no-rora", "rora.enabled", const=False, help="skip RORA, RQ and LAS"),
     Option("--rora-train-on", "rora.train_on"),
     Option("--rora-lambda", "rora.objective.lambda_irm", help="RORA: IRM weight of Phi"),
