@@ -171,12 +171,10 @@ class LeakageAware:
         phi_las = {}
         for ablation in [None, *cfg.ablations]:
             name = "larev" if ablation is None else f"larev_{ablation}"
-            options = {"start_from": models["phi"]} if cfg.la_start == "phi" else {}
-            if cfg.la_min_steps:
-                options["min_steps"] = cfg.la_min_steps
             phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
                                       cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
-                                      **options)
+                                      start_from=models["phi"] if cfg.la_start == "phi" else None,
+                                      min_steps=cfg.la_min_steps)
         return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},
                        report_models=phi_las)
 
