@@ -112,11 +112,22 @@ class Service:
         raise AssertionError(f"{what}: the worker logged nothing for flow run {flow_run_id} within {timeout:.0f} s")
 
     def log_records(self, flow_run_id) -> list:
-        """The run's log records on the server (the first 200)."""
-        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+        """All the run's log records on the server, oldest first (read in pages of 200, the API's limit).
 
+        One page was not enough: a retried run logs every cached task again, which pushed the retry's resume
+        message past the first 200 records (seen in CI).
+        """
+        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+        from prefect.client.schemas.sorting import LogSort
+
+        records: list = []
         with self.client() as client:
-            return client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200)
+            while True:
+                page = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200,
+                                        offset=len(records), sort=LogSort.TIMESTAMP_ASC)
+                records.extend(page)
+                if len(page) < 200:
+                    return records
 
     def logs(self, flow_run_id) -> str:
         return "\n".join(r.message for r in self.log_records(flow_run_id))
