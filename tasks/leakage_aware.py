@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+import larev.data.restating as restating
 import larev.formats as formats
 import larev.leakage.attribution as attribution
 import larev.leakage.probe as leakage_probe
@@ -16,6 +17,7 @@ import larev.methods.leakage_aware.config as la_config
 import larev.methods.leakage_aware.environments as environments
 import larev.methods.leakage_aware.leakage_spans as leakage_spans
 import larev.methods.leakage_aware.objective as objective
+import larev.methods.leakage_aware.rationale_side as rationale_side
 import larev.methods.leakage_aware.training as la_training
 import larev.models.evaluator as evaluator_mod
 import larev.models.irm as irm
@@ -113,25 +115,40 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
         return put_evaluator(store, "probe", psi, "probe")
 
 
-def la_instances(df: pl.DataFrame, env_names: list[str]) -> list[LAInstance]:
-    """phi_LA's training instances: [r, b_e] for every environment e, the probe's input (the masked b)."""
-    return [LAInstance(inputs=tuple(None if row[e] is None else rationale_input(row["rationale"], row[e])
-                                    for e in env_names),
-                       probe_input=baseline_input(row[MASKED]), label=row["label"],
-                       candidates=tuple(label_set(row["task"], row["choices"])))
-            for row in df.iter_rows(named=True)]
+def la_instances(df: pl.DataFrame, env_names: list[str], rationale_edits: str = "none",
+                 mask_token: str | None = None) -> list[LAInstance]:
+    """phi_LA's training instances: [r_e, b_e] for every environment e, the probe's input (the masked b).
+    r_e is r itself, or with `rationale_edits='label'` r with the label's text masked / swapped like b's spans
+    (larev/methods/leakage_aware/rationale_side.py; needs `mask_token`)."""
+    from larev.methods.leakage_aware.rationale_side import rationale_environments
+
+    out = []
+    for row in df.iter_rows(named=True):
+        candidates = tuple(label_set(row["task"], row["choices"]))
+        if rationale_edits == "label":
+            rationales = rationale_environments(row["rationale"], row["label"], candidates,
+                                                {e: row[e] for e in env_names}, mask_token, env_names)
+        else:
+            rationales = {e: row["rationale"] for e in env_names}
+        out.append(LAInstance(inputs=tuple(None if row[e] is None else rationale_input(rationales[e], row[e])
+                                           for e in env_names),
+                              probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates))
+    return out
 
 
-@larev_task("train-la", code=(la_training, objective, irm, la_config, *EVALUATOR_TRAINING),
+@larev_task("train-la", code=(la_training, objective, irm, la_config, rationale_side, restating, *EVALUATOR_TRAINING),
             task_run_name="train-{name}", gpu=True)
 def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environments_ref: ArtifactRef,
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True,
-                 start_from: ArtifactRef | None = None, min_steps: int = 0) -> ArtifactRef:
+                 start_from: ArtifactRef | None = None, min_steps: int = 0,
+                 rationale_edits: str = "auto") -> ArtifactRef:
     """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms: a fresh model, or a copy of
-    the evaluator `start_from` (REV's phi, `larev.la_start=phi`); at least `min_steps` optimizer steps."""
+    the evaluator `start_from` (REV's phi, `larev.la_start=phi`); at least `min_steps` optimizer steps;
+    `rationale_edits` ('label'; 'auto': 'label' for QA, 'none' for NLI) edits the label's text in r in each
+    environment too."""
     from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
-    from larev.models.evaluator import load_evaluator, new_evaluator
+    from larev.models.evaluator import load_evaluator, mask_token_of, new_evaluator
 
     df, env_names = environment_frame(store, examples, environments_ref)
     tr, val = split_train_validation(df)
@@ -141,10 +158,14 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     else:
         phi_la = load_evaluator(store.get_dir(start_from.key), device=train.device)
     psi = load_evaluator(store.get_dir(probe.key), device=train.device)
+    task = df["task"][0]
+    edits = {"rationale_edits": la_config.resolve_rationale_edits(rationale_edits, task),
+             "mask_token": mask_token_of(psi.tokenizer)}
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
-        train_leakage_aware(phi_la, psi, la_instances(tr, env_names), la_instances(val, env_names), label_sets(val),
-                            train, objective, task=df["task"][0], progress=progress, env_names=tuple(env_names),
-                            checkpointer=checkpoints)
+        train_leakage_aware(phi_la, psi, la_instances(tr, env_names, **edits), la_instances(val, env_names, **edits),
+                            label_sets(val), train, objective, task=task, progress=progress,
+                            env_names=tuple(env_names), checkpointer=checkpoints)
+        phi_la.meta["rationale_edits"] = edits["rationale_edits"]
         return put_evaluator(store, name, phi_la, name)
 
 
@@ -174,7 +195,8 @@ class LeakageAware:
             phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
                                       cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
                                       start_from=models["phi"] if cfg.la_start == "phi" else None,
-                                      min_steps=cfg.la_min_steps)
+                                      min_steps=cfg.la_min_steps,
+                                      rationale_edits=cfg.rationale_edits)
         return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},
                        report_models=phi_las)
 

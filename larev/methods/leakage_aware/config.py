@@ -75,6 +75,13 @@ class LarevConfig(_Config):
                                "grow past la_train.epochs to reach them (the demo's 1,600 rows at batch 16 take 4; "
                                "e-SNLI's 7,200 keep 2). Measured on the demo: at chance after 200 steps, 0.58 "
                                "accurate after 400. 0: exactly la_train.epochs")
+    rationale_edits: Literal["auto", "none", "label"] = Field(
+        "auto", description="phi_LA's environments on the rationale side too (the thesis's future work): 'label' "
+                            "masks (E2) or swaps (E3, for the label b's E3 names) the label's text in r as the "
+                            "environments do b's spans, so phi_LA cannot copy a restated answer out of r; 'none' "
+                            "edits b only (the thesis). 'auto': 'label' for QA, where about half of the human "
+                            "explanations restate their answer, 'none' for NLI (e-SNLI's rationales rarely name "
+                            "the label; the measured e-SNLI figures use it)")
     la_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
                                   description="phi_LA: batch_size counts instances, each with its 3 environments "
                                               "(the thesis: 2 epochs, one instance per step)")
@@ -86,3 +93,12 @@ class LarevConfig(_Config):
     def objective_for(self, ablation: str | None) -> LeakageAwareConfig:
         """The objective of the main phi_LA (None) or of an ablation."""
         return self.objective if ablation is None else self.objective.model_copy(update=ABLATIONS[ablation])
+
+
+def resolve_rationale_edits(rationale_edits: str, task: str) -> str:
+    """'auto' resolved for the task: 'label' for QA, 'none' for NLI; other values as given."""
+    if rationale_edits == "auto":
+        return "label" if task == "qa" else "none"
+    if rationale_edits not in ("none", "label"):
+        raise ValueError(f"rationale_edits must be 'auto', 'none' or 'label', got {rationale_edits!r}")
+    return rationale_edits

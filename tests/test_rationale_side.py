@@ -1,0 +1,127 @@
+"""LAREV's environments on the rationale side (larev/methods/leakage_aware/rationale_side.py): by hand, wired into
+phi_LA's instances, and the claim on planted data (phi_LA trained with them takes less of its label from an
+answer restated in r)."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+
+from larev.config import TrainConfig
+from larev.formats import rationale_input
+from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig, resolve_rationale_edits
+from larev.methods.leakage_aware.rationale_side import rationale_environments, swapped_label
+
+ENVS = ["E1", "E2", "E3"]
+CHOICES = ["old clock", "watch", "bell"]
+
+
+def test_rationale_environments_by_hand():
+    b = {"E1": "The thing that chimes is an old clock.", "E2": "The thing that chimes is an <mask>.",
+         "E3": "The thing that chimes is an bell."}
+    r = "Old clocks have chimes, and an old clock rings on the hour."
+    out = rationale_environments(r, "old clock", CHOICES, b, "<mask>", ENVS)
+    assert out == {"E1": r, "E2": "<mask> have chimes, and an <mask> rings on the hour.",
+                   "E3": "bell have chimes, and an bell rings on the hour."}
+
+
+def test_rationale_environments_follow_the_rows_environments():
+    b = {"E1": "It is an old clock.", "E2": "It is an <mask>.", "E3": None}  # no rewrite of b: no E3
+    out = rationale_environments("An old clock chimes.", "old clock", CHOICES, b, "<mask>", ENVS)
+    assert out == {"E1": "An old clock chimes.", "E2": "An <mask> chimes.", "E3": None}
+    # a rationale that does not state its label is the same text in every environment
+    b["E3"] = "It is an bell."
+    assert set(rationale_environments("Clocks tick.", "old clock", CHOICES, b, "<mask>", ENVS).values()) == {
+        "Clocks tick."}
+    with pytest.raises(ValueError, match="mask_token"):
+        rationale_environments("x", "bell", CHOICES, b, "", ENVS)
+
+
+def test_swapped_label_is_the_one_b_was_rewritten_to_else_the_first_other():
+    assert swapped_label("old clock", CHOICES, "an old clock", "an bell") == "bell"
+    # a relation phrase of NLI names no label: the first other label of the set
+    assert swapped_label("entailment", ["entailment", "contradiction", "neutral"], "p implies h",
+                         "p contradicts h") == "contradiction"
+    assert swapped_label("yes", ["yes"], "a", "b") is None
+
+
+def test_auto_is_label_for_qa_and_none_for_nli():
+    assert LarevConfig().rationale_edits == "auto"
+    assert resolve_rationale_edits("auto", "qa") == "label" and resolve_rationale_edits("auto", "nli") == "none"
+    assert resolve_rationale_edits("none", "qa") == "none"
+    with pytest.raises(ValueError, match="rationale_edits"):
+        resolve_rationale_edits("answer", "qa")
+
+
+def _frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema={"task": pl.String, "choices": pl.List(pl.String), "label": pl.String,
+                                      "rationale": pl.String, "E1": pl.String, "E2": pl.String, "E3": pl.String})
+
+
+def test_la_instances_edit_r_only_when_asked():
+    from tasks.leakage_aware import la_instances
+
+    df = _frame([{"task": "qa", "choices": CHOICES, "label": "old clock", "rationale": "an old clock chimes",
+                  "E1": "it is an old clock", "E2": "it is an <mask>", "E3": "it is an bell"}])
+    edited = la_instances(df, ENVS, rationale_edits="label", mask_token="<mask>")[0]
+    assert edited.inputs == (rationale_input("an old clock chimes", "it is an old clock"),
+                             rationale_input("an <mask> chimes", "it is an <mask>"),
+                             rationale_input("an bell chimes", "it is an bell"))
+    plain = la_instances(df, ENVS)[0]
+    assert plain.inputs[2] == rationale_input("an old clock chimes", "it is an bell")
+    assert edited.candidates == tuple(CHOICES) and edited.label == "old clock"
+
+
+COLOURS = ["red", "green", "blue"]
+HINT = {"red": "apple", "green": "grass", "blue": "sky"}
+WORDS = ["it", "is", "because", "the", "colour", "<mask>", "rationale", "baseline", ":", ".", *HINT.values()]
+
+
+def _planted_rows(n: int, seed: int) -> list[dict]:
+    """QA rows whose b states the answer and whose r restates it half the time, next to a hint word that is right
+    80 % of the time."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        y = COLOURS[i % 3]
+        other = COLOURS[(i + 1) % 3]
+        hint = HINT[y] if rng.random() < 0.8 else HINT[rng.choice(COLOURS)]
+        rationale = f"it is {y} because {hint}" if i % 2 == 0 else f"because {hint}"
+        rows.append({"task": "qa", "choices": COLOURS, "label": y, "rationale": rationale,
+                     "E1": f"the colour is {y}", "E2": "the colour is <mask>", "E3": f"the colour is {other}"})
+    return rows
+
+
+def test_phi_la_with_rationale_edits_gives_a_restated_answer_no_credit():
+    """The claim, on planted data: without the edits phi_LA learns to copy the answer out of r (E2 and E3 only
+    hide it in b, and r's answer is always right); with them, r's answer is masked in E2 and swapped with b's in
+    E3, so it tells nothing and phi_LA leans on the hint instead. Measured as LAREV reads (the original b) on the
+    leaky rationale r = 'it is y' (the answer, no hint): log p(y | r, b) over chance log(1/3)."""
+    import math
+
+    from larev.config import ScoreConfig
+    from larev.methods.leakage_aware.training import train_leakage_aware
+    from larev.models.evaluator import score_labels
+    from tasks.leakage_aware import la_instances
+    from tests.helpers import tiny_evaluator
+
+    train = _frame(_planted_rows(150, seed=0))
+    config = TrainConfig(epochs=4, batch_size=4, learning_rate=3e-3)
+    objective = LeakageAwareConfig(lambda_probe=0.0)
+
+    def credit_for_restating(edits: str) -> float:
+        phi_la = tiny_evaluator(WORDS + COLOURS, seed=1)
+        train_leakage_aware(phi_la, None, la_instances(train, ENVS, rationale_edits=edits, mask_token="<mask>"),
+                            [], [], config, objective, "qa", progress=False)
+        phi_la.model.eval()
+        labels = COLOURS * 10
+        inputs = [rationale_input(f"it is {y}", f"the colour is {y}") for y in labels]
+        logp = score_labels(phi_la, inputs, labels, [COLOURS] * len(labels), ScoreConfig()).logp
+        return float(logp.mean()) - math.log(1 / 3)
+
+    plain, edited = credit_for_restating("none"), credit_for_restating("label")
+    print(f"log p(y | 'it is y', b) over chance: without edits {plain:.3f}, with {edited:.3f}")
+    assert plain > 0.3  # without the edits phi_LA reads the restated answer
+    assert edited < plain / 2
