@@ -17,7 +17,7 @@ import larev.methods.leakage_aware.config as la_config
 import larev.methods.leakage_aware.environments as environments
 import larev.methods.leakage_aware.leakage_spans as leakage_spans
 import larev.methods.leakage_aware.objective as objective
-import larev.methods.leakage_aware.rationale_side as rationale_side
+import larev.methods.leakage_aware.label_edits as label_edits_mod
 import larev.methods.leakage_aware.training as la_training
 import larev.models.evaluator as evaluator_mod
 import larev.models.irm as irm
@@ -115,38 +115,38 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
         return put_evaluator(store, "probe", psi, "probe")
 
 
-def la_instances(df: pl.DataFrame, env_names: list[str], rationale_edits: str = "none",
+def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "none",
                  mask_token: str | None = None) -> list[LAInstance]:
     """phi_LA's training instances: [r_e, b_e] for every environment e, the probe's input (the masked b).
-    r_e is r itself, or with `rationale_edits='label'` r with the label's text masked / swapped like b's spans
+    With `label_edits` other than 'none', the label's own text is edited in r (and b) like b's spans
     (larev/methods/leakage_aware/rationale_side.py; needs `mask_token`)."""
-    from larev.methods.leakage_aware.rationale_side import rationale_environments
+    from larev.methods.leakage_aware.label_edits import label_edited_environments
 
     out = []
     for row in df.iter_rows(named=True):
         candidates = tuple(label_set(row["task"], row["choices"]))
-        if rationale_edits == "label":
-            rationales = rationale_environments(row["rationale"], row["label"], candidates,
-                                                {e: row[e] for e in env_names}, mask_token, env_names)
+        if label_edits == "none":
+            pairs = {e: None if row[e] is None else (row["rationale"], row[e]) for e in env_names}
         else:
-            rationales = {e: row["rationale"] for e in env_names}
-        out.append(LAInstance(inputs=tuple(None if row[e] is None else rationale_input(rationales[e], row[e])
+            pairs = label_edited_environments(row["rationale"], row["label"], candidates,
+                                              {e: row[e] for e in env_names}, mask_token, env_names, label_edits)
+        out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e])
                                            for e in env_names),
                               probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates))
     return out
 
 
-@larev_task("train-la", code=(la_training, objective, irm, la_config, rationale_side, restating, *EVALUATOR_TRAINING),
+@larev_task("train-la", code=(la_training, objective, irm, la_config, label_edits_mod, restating,
+                              *EVALUATOR_TRAINING),
             task_run_name="train-{name}", gpu=True)
 def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environments_ref: ArtifactRef,
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True,
                  start_from: ArtifactRef | None = None, min_steps: int = 0,
-                 rationale_edits: str = "auto") -> ArtifactRef:
+                 label_edits: str = "auto") -> ArtifactRef:
     """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms: a fresh model, or a copy of
     the evaluator `start_from` (REV's phi, `larev.la_start=phi`); at least `min_steps` optimizer steps;
-    `rationale_edits` ('label'; 'auto': 'label' for QA, 'none' for NLI) edits the label's text in r in each
-    environment too."""
+    `label_edits` (larev.label_edits) edits the label's own text in the environments too."""
     from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
     from larev.models.evaluator import load_evaluator, mask_token_of, new_evaluator
 
@@ -159,13 +159,13 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
         phi_la = load_evaluator(store.get_dir(start_from.key), device=train.device)
     psi = load_evaluator(store.get_dir(probe.key), device=train.device)
     task = df["task"][0]
-    edits = {"rationale_edits": la_config.resolve_rationale_edits(rationale_edits, task),
+    edits = {"label_edits": la_config.resolve_label_edits(label_edits, task),
              "mask_token": mask_token_of(psi.tokenizer)}
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
         train_leakage_aware(phi_la, psi, la_instances(tr, env_names, **edits), la_instances(val, env_names, **edits),
                             label_sets(val), train, objective, task=task, progress=progress,
                             env_names=tuple(env_names), checkpointer=checkpoints)
-        phi_la.meta["rationale_edits"] = edits["rationale_edits"]
+        phi_la.meta["label_edits"] = edits["label_edits"]
         return put_evaluator(store, name, phi_la, name)
 
 
@@ -196,7 +196,7 @@ class LeakageAware:
                                       cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
                                       start_from=models["phi"] if cfg.la_start == "phi" else None,
                                       min_steps=cfg.la_min_steps,
-                                      rationale_edits=cfg.rationale_edits)
+                                      label_edits=cfg.label_edits)
         return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},
                        report_models=phi_las)
 

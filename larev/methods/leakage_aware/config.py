@@ -10,6 +10,7 @@ from pydantic import Field
 from larev.config import TrainConfig, _Config
 from larev.leakage.attribution import AttributionConfig
 from larev.methods.leakage_aware.antonyms import AntonymConfig
+from larev.methods.leakage_aware.label_edits import LABEL_EDITS
 
 
 # Thesis 5.3.3 (T5-large): e-SNLI 25 / 0.005, ECQA 5 / 0.0005.
@@ -75,13 +76,14 @@ class LarevConfig(_Config):
                                "grow past la_train.epochs to reach them (the demo's 1,600 rows at batch 16 take 4; "
                                "e-SNLI's 7,200 keep 2). Measured on the demo: at chance after 200 steps, 0.58 "
                                "accurate after 400. 0: exactly la_train.epochs")
-    rationale_edits: Literal["auto", "none", "label"] = Field(
-        "auto", description="phi_LA's environments on the rationale side too (the thesis's future work): 'label' "
-                            "masks (E2) or swaps (E3, for the label b's E3 names) the label's text in r as the "
-                            "environments do b's spans, so phi_LA cannot copy a restated answer out of r; 'none' "
-                            "edits b only (the thesis). 'auto': 'label' for QA, where about half of the human "
-                            "explanations restate their answer, 'none' for NLI (e-SNLI's rationales rarely name "
-                            "the label; the measured e-SNLI figures use it)")
+    label_edits: Literal["auto", "none", "rationale", "rationale_and_baseline"] = Field(
+        "auto", description="phi_LA's environments edit the label's own text too (the thesis's future work: "
+                            "invariance on r): E2 masks it, E3 swaps it for the label b's E3 names. 'rationale': "
+                            "in r; 'rationale_and_baseline': in r and wherever it is left in b after b's spans "
+                            "(IG misses the answer in some QA baselines); 'none': b's spans only (the thesis). "
+                            "'auto': rationale_and_baseline for QA, where about half of the human explanations "
+                            "restate their answer, none for NLI (e-SNLI's rationales rarely name the label; its "
+                            "measured figures use none)")
     la_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
                                   description="phi_LA: batch_size counts instances, each with its 3 environments "
                                               "(the thesis: 2 epochs, one instance per step)")
@@ -95,10 +97,10 @@ class LarevConfig(_Config):
         return self.objective if ablation is None else self.objective.model_copy(update=ABLATIONS[ablation])
 
 
-def resolve_rationale_edits(rationale_edits: str, task: str) -> str:
-    """'auto' resolved for the task: 'label' for QA, 'none' for NLI; other values as given."""
-    if rationale_edits == "auto":
-        return "label" if task == "qa" else "none"
-    if rationale_edits not in ("none", "label"):
-        raise ValueError(f"rationale_edits must be 'auto', 'none' or 'label', got {rationale_edits!r}")
-    return rationale_edits
+def resolve_label_edits(label_edits: str, task: str) -> str:
+    """'auto' resolved for the task: 'rationale_and_baseline' for QA, 'none' for NLI; other values as given."""
+    if label_edits == "auto":
+        return "rationale_and_baseline" if task == "qa" else "none"
+    if label_edits not in LABEL_EDITS:
+        raise ValueError(f"label_edits must be 'auto' or one of {LABEL_EDITS}, got {label_edits!r}")
+    return label_edits

@@ -1,6 +1,6 @@
-"""LAREV's environments on the rationale side (larev/methods/leakage_aware/rationale_side.py): by hand, wired into
-phi_LA's instances, and the claim on planted data (phi_LA trained with them takes less of its label from an
-answer restated in r)."""
+"""LAREV's environments edited at the label's own text (larev/methods/leakage_aware/label_edits.py): by hand,
+wired into phi_LA's instances, and the claim on planted data (phi_LA trained with them gives an answer restated
+in r no credit)."""
 
 from __future__ import annotations
 
@@ -11,32 +11,50 @@ import pytest
 
 from larev.config import TrainConfig
 from larev.formats import rationale_input
-from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig, resolve_rationale_edits
-from larev.methods.leakage_aware.rationale_side import rationale_environments, swapped_label
+from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig, resolve_label_edits
+from larev.methods.leakage_aware.label_edits import label_edited_environments, swapped_label
 
 ENVS = ["E1", "E2", "E3"]
 CHOICES = ["old clock", "watch", "bell"]
 
 
-def test_rationale_environments_by_hand():
+def test_label_edits_in_the_rationale_by_hand():
     b = {"E1": "The thing that chimes is an old clock.", "E2": "The thing that chimes is an <mask>.",
          "E3": "The thing that chimes is an bell."}
     r = "Old clocks have chimes, and an old clock rings on the hour."
-    out = rationale_environments(r, "old clock", CHOICES, b, "<mask>", ENVS)
-    assert out == {"E1": r, "E2": "<mask> have chimes, and an <mask> rings on the hour.",
-                   "E3": "bell have chimes, and an bell rings on the hour."}
+    out = label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ENVS, "rationale")
+    assert out == {"E1": (r, b["E1"]), "E2": ("<mask> have chimes, and an <mask> rings on the hour.", b["E2"]),
+                   "E3": ("bell have chimes, and an bell rings on the hour.", b["E3"])}
 
 
-def test_rationale_environments_follow_the_rows_environments():
-    b = {"E1": "It is an old clock.", "E2": "It is an <mask>.", "E3": None}  # no rewrite of b: no E3
-    out = rationale_environments("An old clock chimes.", "old clock", CHOICES, b, "<mask>", ENVS)
-    assert out == {"E1": "An old clock chimes.", "E2": "An <mask> chimes.", "E3": None}
+def test_label_edits_in_the_baseline_finish_what_the_spans_missed():
+    # IG's span covered 'clock' only: 'old' stays in E2 / E3 ... and here the whole answer stays in b's E2
+    b = {"E1": "An old clock, an old clock.", "E2": "An old clock, an <mask>.", "E3": "An old clock, an watch."}
+    out = label_edited_environments("An old clock chimes.", "old clock", CHOICES, b, "<mask>", ENVS,
+                                    "rationale_and_baseline")
+    assert out["E2"] == ("An <mask> chimes.", "An <mask>, an <mask>.")
+    assert out["E3"] == ("An watch chimes.", "An watch, an watch.")
+    # only in r, b's environments stay as the spans left them
+    assert label_edited_environments("An old clock chimes.", "old clock", CHOICES, b, "<mask>", ENVS,
+                                     "rationale")["E2"] == ("An <mask> chimes.", b["E2"])
+
+
+def test_a_row_without_e3_gets_one_only_when_b_is_edited_too():
+    b = {"E1": "It is an old clock.", "E2": "It is an old clock.", "E3": None}  # IG found no span in b
+    r = "An old clock chimes."
+    assert label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ENVS, "rationale") == {
+        "E1": (r, b["E1"]), "E2": ("An <mask> chimes.", "It is an old clock."), "E3": None}
+    both = label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ENVS, "rationale_and_baseline")
+    assert both["E2"] == ("An <mask> chimes.", "It is an <mask>.")
+    assert both["E3"] == ("An watch chimes.", "It is an watch.")  # the first other choice
     # a rationale that does not state its label is the same text in every environment
     b["E3"] = "It is an bell."
-    assert set(rationale_environments("Clocks tick.", "old clock", CHOICES, b, "<mask>", ENVS).values()) == {
-        "Clocks tick."}
+    assert {r_e for r_e, _ in label_edited_environments("Clocks tick.", "old clock", CHOICES, b, "<mask>", ENVS,
+                                                         "rationale").values()} == {"Clocks tick."}
     with pytest.raises(ValueError, match="mask_token"):
-        rationale_environments("x", "bell", CHOICES, b, "", ENVS)
+        label_edited_environments("x", "bell", CHOICES, b, "", ENVS)
+    with pytest.raises(ValueError, match="label edits"):
+        label_edited_environments("x", "bell", CHOICES, b, "<mask>", ENVS, "answer")
 
 
 def test_swapped_label_is_the_one_b_was_rewritten_to_else_the_first_other():
@@ -47,12 +65,12 @@ def test_swapped_label_is_the_one_b_was_rewritten_to_else_the_first_other():
     assert swapped_label("yes", ["yes"], "a", "b") is None
 
 
-def test_auto_is_label_for_qa_and_none_for_nli():
-    assert LarevConfig().rationale_edits == "auto"
-    assert resolve_rationale_edits("auto", "qa") == "label" and resolve_rationale_edits("auto", "nli") == "none"
-    assert resolve_rationale_edits("none", "qa") == "none"
-    with pytest.raises(ValueError, match="rationale_edits"):
-        resolve_rationale_edits("answer", "qa")
+def test_auto_edits_both_sides_for_qa_and_nothing_for_nli():
+    assert LarevConfig().label_edits == "auto"
+    assert resolve_label_edits("auto", "qa") == "rationale_and_baseline"
+    assert resolve_label_edits("auto", "nli") == "none" and resolve_label_edits("rationale", "nli") == "rationale"
+    with pytest.raises(ValueError, match="label_edits"):
+        resolve_label_edits("answer", "qa")
 
 
 def _frame(rows: list[dict]) -> pl.DataFrame:
@@ -60,12 +78,12 @@ def _frame(rows: list[dict]) -> pl.DataFrame:
                                       "rationale": pl.String, "E1": pl.String, "E2": pl.String, "E3": pl.String})
 
 
-def test_la_instances_edit_r_only_when_asked():
+def test_la_instances_edit_the_label_only_when_asked():
     from tasks.leakage_aware import la_instances
 
     df = _frame([{"task": "qa", "choices": CHOICES, "label": "old clock", "rationale": "an old clock chimes",
                   "E1": "it is an old clock", "E2": "it is an <mask>", "E3": "it is an bell"}])
-    edited = la_instances(df, ENVS, rationale_edits="label", mask_token="<mask>")[0]
+    edited = la_instances(df, ENVS, label_edits="rationale", mask_token="<mask>")[0]
     assert edited.inputs == (rationale_input("an old clock chimes", "it is an old clock"),
                              rationale_input("an <mask> chimes", "it is an <mask>"),
                              rationale_input("an bell chimes", "it is an bell"))
@@ -94,7 +112,7 @@ def _planted_rows(n: int, seed: int) -> list[dict]:
     return rows
 
 
-def test_phi_la_with_rationale_edits_gives_a_restated_answer_no_credit():
+def test_phi_la_with_label_edits_gives_a_restated_answer_no_credit():
     """The claim, on planted data: without the edits phi_LA learns to copy the answer out of r (E2 and E3 only
     hide it in b, and r's answer is always right); with them, r's answer is masked in E2 and swapped with b's in
     E3, so it tells nothing and phi_LA leans on the hint instead. Measured as LAREV reads (the original b) on the
@@ -113,7 +131,7 @@ def test_phi_la_with_rationale_edits_gives_a_restated_answer_no_credit():
 
     def credit_for_restating(edits: str) -> float:
         phi_la = tiny_evaluator(WORDS + COLOURS, seed=1)
-        train_leakage_aware(phi_la, None, la_instances(train, ENVS, rationale_edits=edits, mask_token="<mask>"),
+        train_leakage_aware(phi_la, None, la_instances(train, ENVS, label_edits=edits, mask_token="<mask>"),
                             [], [], config, objective, "qa", progress=False)
         phi_la.model.eval()
         labels = COLOURS * 10
@@ -121,7 +139,7 @@ def test_phi_la_with_rationale_edits_gives_a_restated_answer_no_credit():
         logp = score_labels(phi_la, inputs, labels, [COLOURS] * len(labels), ScoreConfig()).logp
         return float(logp.mean()) - math.log(1 / 3)
 
-    plain, edited = credit_for_restating("none"), credit_for_restating("label")
+    plain, edited = credit_for_restating("none"), credit_for_restating("rationale")
     print(f"log p(y | 'it is y', b) over chance: without edits {plain:.3f}, with {edited:.3f}")
     assert plain > 0.3  # without the edits phi_LA reads the restated answer
     assert edited < plain / 2
