@@ -118,8 +118,9 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
 def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "none",
                  mask_token: str | None = None) -> list[LAInstance]:
     """phi_LA's training instances: [r_e, b_e] for every environment e, the probe's input (the masked b).
-    With `label_edits` other than 'none', the label's own text is edited in r (and b) like b's spans
-    (larev/methods/leakage_aware/rationale_side.py; needs `mask_token`)."""
+    With `label_edits` other than 'none', the label's own text is edited in r (and b) like b's spans and the
+    instances have one environment more, `SWAPPED_AGAIN` (larev/methods/leakage_aware/label_edits.py; needs
+    `mask_token`); `la_env_names` gives the names."""
     from larev.methods.leakage_aware.label_edits import label_edited_environments
 
     out = []
@@ -131,9 +132,16 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
             pairs = label_edited_environments(row["rationale"], row["label"], candidates,
                                               {e: row[e] for e in env_names}, mask_token, env_names, label_edits)
         out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e])
-                                           for e in env_names),
+                                           for e in la_env_names(env_names, label_edits)),
                               probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates))
     return out
+
+
+def la_env_names(env_names: list[str], label_edits: str) -> list[str]:
+    """phi_LA's environments: the table's, and `SWAPPED_AGAIN` when the label's text is edited."""
+    from larev.methods.leakage_aware.label_edits import SWAPPED_AGAIN
+
+    return list(env_names) if label_edits == "none" else [*env_names, SWAPPED_AGAIN]
 
 
 @larev_task("train-la", code=(la_training, objective, irm, la_config, label_edits_mod, restating,
@@ -164,7 +172,7 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
         train_leakage_aware(phi_la, psi, la_instances(tr, env_names, **edits), la_instances(val, env_names, **edits),
                             label_sets(val), train, objective, task=task, progress=progress,
-                            env_names=tuple(env_names), checkpointer=checkpoints)
+                            env_names=tuple(la_env_names(env_names, edits["label_edits"])), checkpointer=checkpoints)
         phi_la.meta["label_edits"] = edits["label_edits"]
         return put_evaluator(store, name, phi_la, name)
 

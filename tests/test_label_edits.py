@@ -24,7 +24,9 @@ def test_label_edits_in_the_rationale_by_hand():
     r = "Old clocks have chimes, and an old clock rings on the hour."
     out = label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ENVS, "rationale")
     assert out == {"E1": (r, b["E1"]), "E2": ("<mask> have chimes, and an <mask> rings on the hour.", b["E2"]),
-                   "E3": ("bell have chimes, and an bell rings on the hour.", b["E3"])}
+                   "E3": ("bell have chimes, and an bell rings on the hour.", b["E3"]),
+                   # E4: the choice neither E1 nor E3 names, in r and b
+                   "E4": ("watch have chimes, and an watch rings on the hour.", "The thing that chimes is an watch.")}
 
 
 def test_label_edits_in_the_baseline_finish_what_the_spans_missed():
@@ -43,14 +45,22 @@ def test_a_row_without_e3_gets_one_only_when_b_is_edited_too():
     b = {"E1": "It is an old clock.", "E2": "It is an old clock.", "E3": None}  # IG found no span in b
     r = "An old clock chimes."
     assert label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ENVS, "rationale") == {
-        "E1": (r, b["E1"]), "E2": ("An <mask> chimes.", "It is an old clock."), "E3": None}
+        "E1": (r, b["E1"]), "E2": ("An <mask> chimes.", "It is an old clock."), "E3": None,
+        "E4": ("An bell chimes.", "It is an bell.")}
     both = label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ENVS, "rationale_and_baseline")
     assert both["E2"] == ("An <mask> chimes.", "It is an <mask>.")
     assert both["E3"] == ("An watch chimes.", "It is an watch.")  # the first other choice
+    assert both["E4"] == ("An bell chimes.", "It is an bell.")
+    # two labels: no third one for E4; a b that does not state its label: no E4
+    assert label_edited_environments(r, "old clock", ["old clock", "bell"], b, "<mask>", ENVS)["E4"] is None
+    assert label_edited_environments(r, "old clock", CHOICES, {**b, "E1": "It is a thing."}, "<mask>",
+                                     ENVS)["E4"] is None
     # a rationale that does not state its label is the same text in every environment
     b["E3"] = "It is an bell."
     assert {r_e for r_e, _ in label_edited_environments("Clocks tick.", "old clock", CHOICES, b, "<mask>", ENVS,
                                                          "rationale").values()} == {"Clocks tick."}
+    assert set(label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ENVS, "none").values()) == {
+        (r, b["E1"]), (r, b["E2"]), (r, b["E3"]), None}
     with pytest.raises(ValueError, match="mask_token"):
         label_edited_environments("x", "bell", CHOICES, b, "", ENVS)
     with pytest.raises(ValueError, match="label edits"):
@@ -79,16 +89,18 @@ def _frame(rows: list[dict]) -> pl.DataFrame:
 
 
 def test_la_instances_edit_the_label_only_when_asked():
-    from tasks.leakage_aware import la_instances
+    from tasks.leakage_aware import la_env_names, la_instances
 
     df = _frame([{"task": "qa", "choices": CHOICES, "label": "old clock", "rationale": "an old clock chimes",
                   "E1": "it is an old clock", "E2": "it is an <mask>", "E3": "it is an bell"}])
     edited = la_instances(df, ENVS, label_edits="rationale", mask_token="<mask>")[0]
     assert edited.inputs == (rationale_input("an old clock chimes", "it is an old clock"),
                              rationale_input("an <mask> chimes", "it is an <mask>"),
-                             rationale_input("an bell chimes", "it is an bell"))
+                             rationale_input("an bell chimes", "it is an bell"),
+                             rationale_input("an watch chimes", "it is an watch"))
+    assert la_env_names(ENVS, "rationale") == ["E1", "E2", "E3", "E4"] and la_env_names(ENVS, "none") == ENVS
     plain = la_instances(df, ENVS)[0]
-    assert plain.inputs[2] == rationale_input("an old clock chimes", "it is an bell")
+    assert len(plain.inputs) == 3 and plain.inputs[2] == rationale_input("an old clock chimes", "it is an bell")
     assert edited.candidates == tuple(CHOICES) and edited.label == "old clock"
 
 
@@ -122,7 +134,7 @@ def test_phi_la_with_label_edits_gives_a_restated_answer_no_credit():
     from larev.config import ScoreConfig
     from larev.methods.leakage_aware.training import train_leakage_aware
     from larev.models.evaluator import score_labels
-    from tasks.leakage_aware import la_instances
+    from tasks.leakage_aware import la_env_names, la_instances
     from tests.helpers import tiny_evaluator
 
     train = _frame(_planted_rows(150, seed=0))
@@ -132,7 +144,8 @@ def test_phi_la_with_label_edits_gives_a_restated_answer_no_credit():
     def credit_for_restating(edits: str) -> float:
         phi_la = tiny_evaluator(WORDS + COLOURS, seed=1)
         train_leakage_aware(phi_la, None, la_instances(train, ENVS, label_edits=edits, mask_token="<mask>"),
-                            [], [], config, objective, "qa", progress=False)
+                            [], [], config, objective, "qa", progress=False,
+                            env_names=tuple(la_env_names(ENVS, edits)))
         phi_la.model.eval()
         labels = COLOURS * 10
         inputs = [rationale_input(f"it is {y}", f"the colour is {y}") for y in labels]

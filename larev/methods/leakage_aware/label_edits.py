@@ -16,6 +16,12 @@ label's text in every environment the way the environments edit b's spans:
                             spans miss the answer in some QA baselines, which then keep it in every environment);
                             a row whose b has no E3 but states the label gets one: b and r with the label swapped
 
+  E4  (added by the edits) the label replaced in r and b by the other label neither E1 nor E3 names (for QA's
+      3 choices, the last one), where b states the label and such a label exists: across E1, E3 and E4 a
+      mentioned choice is then right one time in three, so copying it gains nothing even before IRM (with E1 and
+      E3 alone the mention is right half the time, and ERM still rewards copying it: measured on CoS-E, phi_LA
+      started from phi kept 0.35 validation accuracy in E1 against 0.27 in E2 and 0.23 in E3)
+
 An occurrence is the label's words as whole words, case-insensitive, the last word optionally inflected
 (larev/data/restating.py, the rule the natural-leakage table uses). Only the label's own text is edited, never
 other words: this is the known leakage, not a search for it.
@@ -28,6 +34,7 @@ from collections.abc import Sequence
 from larev.data.restating import answer_pattern
 
 LABEL_EDITS = ("none", "rationale", "rationale_and_baseline")
+SWAPPED_AGAIN = "E4"  # the environment the edits add: the label swapped for the remaining other label
 
 
 def _occurrences(text: str, label: str) -> int:
@@ -48,7 +55,8 @@ def swapped_label(label: str, candidates: Sequence[str], original_b: str, rewrit
 def label_edited_environments(rationale: str, label: str, candidates: Sequence[str],
                               baselines: dict[str, str | None], mask_token: str, env_names: Sequence[str],
                               edits: str = "rationale") -> dict[str, tuple[str, str] | None]:
-    """(r_e, b_e) in every environment (see the module docstring), None where the row lacks the environment.
+    """(r_e, b_e) in every environment of `env_names` and in `SWAPPED_AGAIN` (see the module docstring), None where
+    the row lacks the environment.
 
     baselines: b's text per environment name (None where the row lacks it); env_names: the first is the original,
     the second the masked, the third the rewritten environment (later ones are left as they are)."""
@@ -57,29 +65,30 @@ def label_edited_environments(rationale: str, label: str, candidates: Sequence[s
     if not mask_token:
         raise ValueError("mask_token is empty")
     names = list(env_names)
-    if not names or baselines.get(names[0]) is None:
-        raise ValueError(f"the environments {names} need the original baseline first")
+    if len(names) < 3 or baselines.get(names[0]) is None:
+        raise ValueError(f"the environments {names} need the original, masked and rewritten baselines, in order")
     pattern = answer_pattern(label)
     original_b = baselines[names[0]]
     on_b = edits == "rationale_and_baseline"
-    out: dict[str, tuple[str, str] | None] = {}
-    for i, name in enumerate(names):
-        b = baselines.get(name)
-        if i == 2 and b is None and on_b and pattern is not None and pattern.search(original_b):
-            b = original_b  # no rewrite of b's spans, but b states the label: E3 swaps it below
-        if b is None:
-            out[name] = None
-        elif i == 0 or i > 2 or pattern is None or edits == "none":
-            out[name] = (rationale, b)
-        else:
-            if i == 1:
-                new = mask_token
-            else:
-                other = swapped_label(label, candidates, original_b, baselines.get(name))
-                if other is None:
-                    out[name] = (rationale, b) if baselines.get(name) is not None else None
-                    continue
-                new = other
-            r_e = pattern.sub(lambda _m: new, rationale) if rationale else rationale
-            out[name] = (r_e, pattern.sub(lambda _m: new, b) if on_b else b)
+    out: dict[str, tuple[str, str] | None] = {name: (rationale, b) if b is not None else None
+                                               for name, b in ((n, baselines.get(n)) for n in names)}
+    out[SWAPPED_AGAIN] = None
+    if edits == "none" or pattern is None:
+        return out
+
+    def swap(text: str, new: str) -> str:
+        return pattern.sub(lambda _m: new, text) if text else text
+
+    masked_b, rewritten_b = baselines.get(names[1]), baselines.get(names[2])
+    if masked_b is not None:
+        out[names[1]] = (swap(rationale, mask_token), swap(masked_b, mask_token) if on_b else masked_b)
+    states_label = pattern.search(original_b) is not None
+    other = swapped_label(label, candidates, original_b, rewritten_b)
+    if other is not None and rewritten_b is not None:
+        out[names[2]] = (swap(rationale, other), swap(rewritten_b, other) if on_b else rewritten_b)
+    elif other is not None and on_b and states_label:  # no rewrite of b's spans, but b states the label
+        out[names[2]] = (swap(rationale, other), swap(original_b, other))
+    third = [c for c in candidates if c not in (label, other)]
+    if other is not None and third and states_label:
+        out[SWAPPED_AGAIN] = (swap(rationale, third[0]), swap(original_b, third[0]))
     return out
