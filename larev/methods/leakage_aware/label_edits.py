@@ -10,17 +10,18 @@ label's text in every environment the way the environments edit b's spans:
   E2  every occurrence of the label's text replaced by the mask token (b's E2 masks b's spans with it)
   E3  every occurrence replaced by the other label E3 put into b (the distractor choice of a QA baseline); when b's
       E3 names no other label, the first other label of the label set
-
-  'rationale'               r only; a row without E3 keeps none
-  'rationale_and_baseline'  r, and b wherever the label's text is still there after b's spans were edited (IG's
-                            spans miss the answer in some QA baselines, which then keep it in every environment);
-                            a row whose b has no E3 but states the label gets one: b and r with the label swapped
-
   E4  (added by the edits) the label replaced in r and b by the other label neither E1 nor E3 names (for QA's
       3 choices, the last one), where b states the label and such a label exists: across E1, E3 and E4 a
       mentioned choice is then right one time in three, so copying it gains nothing even before IRM (with E1 and
       E3 alone the mention is right half the time, and ERM still rewards copying it: measured on CoS-E, phi_LA
       started from phi kept 0.35 validation accuracy in E1 against 0.27 in E2 and 0.23 in E3)
+
+Where the edits apply (E2 and E3; E4 always edits both):
+
+  'rationale'               r only; a row without E3 keeps none
+  'rationale_and_baseline'  r, and b wherever the label's text is still there after b's spans were edited (IG's
+                            spans miss the answer in some QA baselines, which then keep it in every environment);
+                            a row whose b has no E3 but states the label gets one: b and r with the label swapped
 
 An occurrence is the label's words as whole words, case-insensitive, the last word optionally inflected
 (larev/data/restating.py, the rule the natural-leakage table uses). Only the label's own text is edited, never
