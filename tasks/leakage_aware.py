@@ -151,29 +151,31 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True,
                  start_from: ArtifactRef | None = None, min_steps: int = 0,
-                 label_edits: str = "auto") -> ArtifactRef:
+                 label_edits: str = "auto", la_start: str = "phi") -> ArtifactRef:
     """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms: a fresh model, or a copy of
-    the evaluator `start_from` (REV's phi, `larev.la_start=phi`); at least `min_steps` optimizer steps;
-    `label_edits` (larev.label_edits) edits the label's own text in the environments too."""
+    the evaluator `start_from` (REV's phi) when `la_start` (larev.la_start, resolved for the task) is 'phi';
+    at least `min_steps` optimizer steps; `label_edits` (larev.label_edits) edits the label's own text in the
+    environments too."""
     from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
     from larev.models.evaluator import load_evaluator, mask_token_of, new_evaluator
 
     df, env_names = environment_frame(store, examples, environments_ref)
+    task = df["task"][0]
     tr, val = split_train_validation(df)
     train = epochs_for_min_steps(train, tr.height, min_steps, desc=name)
-    if start_from is None:
+    start = "fresh" if start_from is None else la_config.resolve_la_start(la_start, task)
+    if start == "fresh":
         phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     else:
         phi_la = load_evaluator(store.get_dir(start_from.key), device=train.device)
     psi = load_evaluator(store.get_dir(probe.key), device=train.device)
-    task = df["task"][0]
     edits = {"label_edits": la_config.resolve_label_edits(label_edits, task),
              "mask_token": mask_token_of(psi.tokenizer)}
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
         train_leakage_aware(phi_la, psi, la_instances(tr, env_names, **edits), la_instances(val, env_names, **edits),
                             label_sets(val), train, objective, task=task, progress=progress,
                             env_names=tuple(la_env_names(env_names, edits["label_edits"])), checkpointer=checkpoints)
-        phi_la.meta["label_edits"] = edits["label_edits"]
+        phi_la.meta["label_edits"], phi_la.meta["la_start"] = edits["label_edits"], start
         return put_evaluator(store, name, phi_la, name)
 
 
@@ -202,9 +204,9 @@ class LeakageAware:
             name = "larev" if ablation is None else f"larev_{ablation}"
             phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
                                       cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
-                                      start_from=models["phi"] if cfg.la_start == "phi" else None,
-                                      min_steps=cfg.la_min_steps,
-                                      label_edits=cfg.label_edits)
+                                      start_from=None if cfg.la_start == "fresh" else models["phi"],
+                                      min_steps=cfg.la_min_steps, label_edits=cfg.label_edits,
+                                      la_start=cfg.la_start)
         return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},
                        report_models=phi_las)
 

@@ -286,9 +286,9 @@ def test_qa_pipeline_runs_end_to_end(tmp_path):
     assert (scores["logp_with"] <= 0).all()  # label_set over each row's five choices
     envs = pl.read_parquet(result["refs"]["environments"].uri)
     assert envs["env"].to_list()[:3] == ["E1", "E2", "E3"] and envs.height == 3 * 48
-    # QA edits the answer's text in r and b (larev.label_edits=auto) and phi_LA trains on E4 too
+    # QA (the larev.*=auto settings): phi_LA starts from phi, the answer's text is edited in r and b, E4 added
     meta = json.loads((Path(result["refs"]["larev"].uri) / "larev_config.json").read_text())["meta"]
-    assert meta["label_edits"] == "rationale_and_baseline"
+    assert meta["label_edits"] == "rationale_and_baseline" and meta["la_start"] == "phi"
     assert "val_accuracy_E4" in meta["training"]["history"][0]
 
 

@@ -67,10 +67,12 @@ class LarevConfig(_Config):
     objective: LeakageAwareConfig = Field(default_factory=LeakageAwareConfig)
     probe_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=3),
                                      description="the leakage probe (decoder only; the thesis trains 8 epochs)")
-    la_start: Literal["fresh", "phi"] = Field(
-        "fresh", description="phi_LA's starting weights: a fresh model (the backbone's initialisation; the thesis "
-                             "fine-tunes the pretrained checkpoint), or REV's trained phi, which already reads "
-                             "[r, b] (for a task a fresh model does not learn in phi_LA's epochs, e.g. real QA)")
+    la_start: Literal["auto", "fresh", "phi"] = Field(
+        "auto", description="phi_LA's starting weights: a fresh model (the backbone's initialisation; the thesis "
+                            "fine-tunes the pretrained checkpoint), or REV's trained phi, which already reads "
+                            "[r, b] (for a task a fresh model does not learn in phi_LA's epochs). 'auto': phi for "
+                            "QA (on CoS-E a fresh phi_LA stayed at chance, validation accuracy 0.28-0.32 in every "
+                            "environment; from phi 0.45 in E1), fresh for NLI (a fresh phi_LA learns e-SNLI)")
     la_min_steps: int = Field(
         400, ge=0, description="phi_LA trains at least this many optimizer steps: on a small training set its epochs "
                                "grow past la_train.epochs to reach them (the demo's 1,600 rows at batch 16 take 4; "
@@ -95,6 +97,15 @@ class LarevConfig(_Config):
     def objective_for(self, ablation: str | None) -> LeakageAwareConfig:
         """The objective of the main phi_LA (None) or of an ablation."""
         return self.objective if ablation is None else self.objective.model_copy(update=ABLATIONS[ablation])
+
+
+def resolve_la_start(la_start: str, task: str) -> str:
+    """'auto' resolved for the task: 'phi' for QA, 'fresh' for NLI; other values as given."""
+    if la_start == "auto":
+        return "phi" if task == "qa" else "fresh"
+    if la_start not in ("fresh", "phi"):
+        raise ValueError(f"la_start must be 'auto', 'fresh' or 'phi', got {la_start!r}")
+    return la_start
 
 
 def resolve_label_edits(label_edits: str, task: str) -> str:
