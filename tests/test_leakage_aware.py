@@ -38,6 +38,14 @@ def test_ramp_and_thesis_defaults():
     assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
     assert cfg.objective_for("erm_envs").weights("nli") == (0.0, 0.0)
     assert cfg.objective_for(None) == cfg.objective
+    # QA on the small backbones: the penalty on the label-set scores at weight 10; the thesis's tokens elsewhere
+    assert LeakageAwareConfig().weights("qa", "embedded") == (10.0, 0.0005)
+    assert LeakageAwareConfig().irm_target("qa", "embedded") == "label_set"
+    assert LeakageAwareConfig().irm_target("qa", "minilm") == "label_set"
+    assert LeakageAwareConfig().irm_target("nli", "embedded") == "tokens"
+    assert LeakageAwareConfig().irm_target("qa", "t5-large") == "tokens"
+    assert cfg.objective_for("thesis").irm_target("qa", "embedded") == "tokens"
+    assert LeakageAwareConfig(irm_on="tokens").irm_target("qa", "embedded") == "tokens"
 
 
 def test_objective_by_hand_and_probe_bound():

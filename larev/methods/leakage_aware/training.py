@@ -261,6 +261,7 @@ def train_leakage_aware(
         raise ValueError(f"every instance needs one input per environment {env_names} (None where it lacks one; "
                          "never the first)")
     w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
+    objective = objective.model_copy(update={"irm_on": objective.irm_target(task, phi_la.config.backbone)})
     with_probe = w_probe_max > 0
     if with_probe and probe is None:
         raise ValueError("a probe weight above 0 needs the probe model")
