@@ -123,6 +123,7 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
     `mask_token`); `la_env_names` gives the names."""
     from larev.methods.leakage_aware.label_edits import label_edited_environments
 
+    names = la_env_names(env_names, label_edits)
     out = []
     for row in df.iter_rows(named=True):
         candidates = tuple(label_set(row["task"], row["choices"]))
@@ -131,8 +132,7 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
         else:
             pairs = label_edited_environments(row["rationale"], row["label"], candidates,
                                               {e: row[e] for e in env_names}, mask_token, env_names, label_edits)
-        out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e])
-                                           for e in la_env_names(env_names, label_edits)),
+        out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e]) for e in names),
                               probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates))
     return out
 

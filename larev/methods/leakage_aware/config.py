@@ -103,7 +103,7 @@ class LarevConfig(_Config):
                             "restate their answer, none for NLI (e-SNLI's rationales rarely name the label; its "
                             "measured figures use none)")
     la_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
-                                  description="phi_LA: batch_size counts instances, each with its 3 environments "
+                                  description="phi_LA: batch_size counts instances, each with its environments "
                                               "(the thesis: 2 epochs, one instance per step)")
     ablations: list[Literal["no_irm", "no_probe", "erm_envs", "thesis"]] = Field(
         default_factory=list, description="extra phi_LA variants scored as larev_NAME: no_irm (lambda_irm 0), "

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LAInstance:
-    """One training instance: the rationale, its three baseline environments, the masked baseline and label."""
+    """One training instance: the rationale with each of its baseline environments, the masked baseline, label."""
 
     inputs: tuple[str | None, ...]  # one evaluator input per environment ([r, b_E1], ...); None: the row lacks it
     probe_input: str  # baseline_input(b~); unused when the probe weight is 0
