@@ -359,3 +359,41 @@ def test_global_ranking_per_label_takes_labels_in_turn_and_pools_many_labels():
     many = [f"answer {i}" for i in range(MAX_LABEL_TABLES + 1)]
     rows = [_words("so big")] * len(many)
     assert global_ranking(rows, [[0.9, 0.1]] * len(many), config, many) == ["so", "big"]
+
+
+def test_rora_span_rule_masks_a_restated_qa_answer():
+    """RORA's side on QA: rationales that restate their answer (one of 3 per-row choices, two-word answers too).
+    The copy-aware rationale-only model's IG ranks each row's own words, the span rule masks the answer, and the
+    probe on (x, masked r) falls back to x alone. Without the copy term the probe could not see the answers."""
+    from larev.leakage.rationale_model import train_rationale_model
+    from larev.leakage.spans import LeakageDetectionConfig, detect_leakage_spans
+    from larev.methods.rora.infill import mask_spans
+
+    rng = random.Random(3)
+    pool = [f"thing{i}" for i in range(40)] + [f"old thing{i}" for i in range(10)]
+    texts, ys, cands, xs = [], [], [], []
+    for _ in range(700):
+        choices = rng.sample(pool, 3)
+        y = rng.choice(choices)
+        words = [rng.choice(FILLER) for _ in range(6)]
+        words.insert(rng.randrange(7), y)
+        texts.append(" ".join(words))
+        ys.append(y)
+        cands.append(choices)
+        xs.append(f"which one? choices: {', '.join(choices)}")
+    n_train = 560
+    probe = RationaleModelConfig(epochs=4)
+    model = train_rationale_model(texts[:n_train], ys[:n_train], cands[:n_train], probe)
+    assert model.config.copy_term == "on"
+    config = LeakageDetectionConfig(n_steps=8, spans=SpanRuleConfig(probe=probe))
+    _, per_row, summary = detect_leakage_spans(model, texts, ys, cands, xs, n_train, config,
+                                               lambda text, spans: mask_spans(text, spans)[0])
+    assert summary["converged"] and summary["residual_gain"] <= binomial_margin(1 / 3, 140, 1.96)
+    masked_answer = [all(w not in mask_spans(t, s)[0].split() for w in y.split()[-1:])
+                     for t, y, s in zip(texts, ys, per_row["spans"].to_list())]
+    assert sum(masked_answer) / len(texts) > 0.9  # the answer's head word is gone from the rationale
+    unmasked = residual_leakage([f"{x} rationale: {t}" for x, t in zip(xs[:n_train], texts[:n_train])],
+                                ys[:n_train], cands[:n_train],
+                                [f"{x} rationale: {t}" for x, t in zip(xs[n_train:], texts[n_train:])],
+                                ys[n_train:], cands[n_train:], probe)
+    assert unmasked - summary["accuracy_x"] > 0.3  # what the rule removed

@@ -22,6 +22,7 @@ from larev.progress import progress_bar
 
 from larev.config import _Config
 from larev.formats import baseline_input
+from larev.leakage.rationale_model import RationaleModelConfig
 from larev.leakage.spans import SpanRuleConfig
 from larev.models.evaluator import Evaluator, labels_for_loss, pad_batch
 
@@ -59,7 +60,11 @@ class AttributionConfig(_Config):
     rule: Literal["spans", "top_word"] = Field(
         "spans", description="spans: the span rule of larev/leakage/spans.py (global ranking, phrases, residual "
                              "stopping rule); top_word: the thesis's single top-attributed word of each b")
-    spans: SpanRuleConfig = Field(default_factory=SpanRuleConfig, description="the span rule (rule='spans')")
+    spans: SpanRuleConfig = Field(
+        # the probe on b reads without the copy term: LAREV's QA figures were measured so, and a QA baseline's answer
+        # is already a known phrase the spans snap to (`--set larev.attribution.spans.probe.copy_term=auto` turns it on)
+        default_factory=lambda: SpanRuleConfig(probe=RationaleModelConfig(copy_term="off")),
+        description="the span rule (rule='spans'); its probe without the copy term")
 
 
 @dataclass

@@ -50,16 +50,34 @@ class RationaleModelConfig(_Config):
     batch_size: int = Field(64, ge=1)
     learning_rate: float = Field(2e-2, gt=0, description="Adam")
     seed: int = Field(0)
+    copy_term: Literal["auto", "on", "off"] = Field(
+        "auto", description="on: candidate k also scores <h(r), v_k>, v_k the mean of its words in r's own embedding "
+                            "table times a learned weight, so a candidate restated in r is read even for answers "
+                            "never seen as labels; auto: on when the rows have their own candidate sets (QA's "
+                            "choices), off for one fixed label set (NLI)")
+
+
+def resolve_copy(config: RationaleModelConfig, candidates: list[list[str]]) -> RationaleModelConfig:
+    """copy_term "auto" made concrete for a training set: "on" when its rows' candidate sets differ (QA), else "off"."""
+    if config.copy_term != "auto":
+        return config
+    per_row = len({tuple(c) for c in candidates}) > 1
+    return config.model_copy(update={"copy_term": "on" if per_row else "off"})
 
 
 class RationaleClassifier(torch.nn.Module):
-    """h(r) from token embeddings, candidate label k scored as <h(r), u_k> (u_k = mean label-word embedding)."""
+    """h(r) from token embeddings, candidate label k scored as <h(r), u_k> (u_k = mean label-word embedding), plus
+    copy_weight * <h(r), v_k> with copy on (v_k = mean of k's words in h's own table: a word of k that occurs in r
+    adds copy_weight * |e_w|^2 / n_tokens(r), whatever k is)."""
 
     def __init__(self, vocab_size: int, config: RationaleModelConfig):
         super().__init__()
+        if config.copy_term == "auto":
+            raise ValueError("RationaleClassifier needs copy_term 'on' or 'off': resolve 'auto' with resolve_copy first")
         self.kind = config.kind
         self.embed = torch.nn.Embedding(vocab_size, config.dim, padding_idx=0)
         self.label_embed = torch.nn.Embedding(vocab_size, config.dim, padding_idx=0)
+        self.copy_weight = torch.nn.Parameter(torch.tensor(1.0)) if config.copy_term == "on" else None
         if config.kind == "encoder":
             self.position = torch.nn.Embedding(config.max_words * config.ngram + 1, config.dim)
             self.layer = torch.nn.TransformerEncoderLayer(config.dim, nhead=4 if config.dim % 4 == 0 else 1,
@@ -79,9 +97,14 @@ class RationaleClassifier(torch.nn.Module):
         return logits.masked_fill(label_mask == 0, -math.inf)
 
     def label_vectors(self, label_ids: torch.Tensor, label_tok_mask: torch.Tensor) -> torch.Tensor:
-        """label_ids [B, K, T] word ids of each candidate -> [B, K, d] mean embeddings."""
+        """label_ids [B, K, T] word ids of each candidate -> [B, K, d]: u_k, plus copy_weight * v_k with copy on."""
         e = self.label_embed(label_ids) * label_tok_mask[..., None]
-        return e.sum(dim=2) / label_tok_mask.sum(dim=2, keepdim=True).clamp(min=1.0)
+        vectors = e.sum(dim=2) / label_tok_mask.sum(dim=2, keepdim=True).clamp(min=1.0)
+        if self.copy_weight is not None:
+            known = label_tok_mask * (label_ids > 1)  # <pad> and <unk> never match a word of r
+            v = (self.embed(label_ids) * known[..., None]).sum(dim=2) / known.sum(dim=2, keepdim=True).clamp(min=1.0)
+            vectors = vectors + self.copy_weight * v
+        return vectors
 
 
 @dataclass
@@ -155,6 +178,7 @@ def train_rationale_model(texts: list[str], labels: list[str], candidates: list[
     for i, (y, cands) in enumerate(zip(labels, candidates)):
         if y not in cands:
             raise ValueError(f"row {i}: label {y!r} is not among its candidates {cands}")
+    config = resolve_copy(config, candidates)
     generator = seed_everything(config.seed)
     vocab = build_vocab(texts, sorted({c for cands in candidates for c in cands}), config)
     with torch.random.fork_rng(devices=[]):
@@ -224,7 +248,8 @@ def load_rationale_model(path: str | Path) -> RationaleModel:
     if not (path / CONFIG_FILE).exists():
         raise ConfigError(f"{path} is not a rationale-only model directory (no {CONFIG_FILE})")
     payload = json.loads((path / CONFIG_FILE).read_text())
-    config = RationaleModelConfig(**payload["config"])
+    # a model saved before `copy_term` existed had no copy term
+    config = RationaleModelConfig(**{"copy_term": "off", **payload["config"]})
     vocab = json.loads((path / VOCAB_FILE).read_text())
     net = RationaleClassifier(len(vocab), config)
     net.load_state_dict(load_file(str(path / MODEL_FILE)))

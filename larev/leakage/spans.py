@@ -449,7 +449,9 @@ def detect_leakage_spans(model: RationaleModel, texts: list[str], labels: list[s
     reference = accuracy(list(x_texts))
     n_val = len(texts) - n_train
     chance = chance_level(candidates[n_train:])
-    ranking = config.spans.ranking if config.spans.ranking != "auto" else "global"
+    ranking = config.spans.ranking
+    if ranking == "auto":  # per row where the rows have their own candidate sets (a QA answer), as on LAREV's b
+        ranking = "per_row" if len({tuple(c) for c in candidates}) > 1 else "global"
     selection = select_leakage_spans(words, shares, n_train, config.spans, ranking=ranking,
                                      residual=lambda spans: accuracy(with_x(spans)), reference=reference,
                                      n_validation=n_val, chance=chance, labels=labels, probe_ranking=probe_ranking)
