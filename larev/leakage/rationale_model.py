@@ -73,7 +73,7 @@ class RationaleClassifier(torch.nn.Module):
     def __init__(self, vocab_size: int, config: RationaleModelConfig):
         super().__init__()
         if config.copy_term == "auto":
-            raise ValueError("RationaleClassifier needs copy_term 'on' or 'off': resolve 'auto' with resolve_copy first")
+            raise ValueError("RationaleClassifier needs copy_term 'on' or 'off': resolve 'auto' (resolve_copy) first")
         self.kind = config.kind
         self.embed = torch.nn.Embedding(vocab_size, config.dim, padding_idx=0)
         self.label_embed = torch.nn.Embedding(vocab_size, config.dim, padding_idx=0)
