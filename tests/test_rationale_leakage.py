@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import polars as pl
@@ -126,9 +127,9 @@ def test_copy_term_resolves_from_the_label_sets_and_old_models_load_without_it(t
     model = train_rationale_model(texts, labels, [LABELS] * 30, RationaleModelConfig(epochs=1))
     assert model.config.copy_term == "off" and model.net.copy_weight is None
     out = save_rationale_model(model, tmp_path / "m")
-    payload = __import__("json").loads((out / "rationale_model.json").read_text())
+    payload = json.loads((out / "rationale_model.json").read_text())
     del payload["config"]["copy_term"]  # as written before the copy term existed
-    (out / "rationale_model.json").write_text(__import__("json").dumps(payload))
+    (out / "rationale_model.json").write_text(json.dumps(payload))
     assert load_rationale_model(out).config.copy_term == "off"
 
 

@@ -57,12 +57,16 @@ class RationaleModelConfig(_Config):
                             "choices), off for one fixed label set (NLI)")
 
 
+def per_row_label_sets(candidates: list[list[str]]) -> bool:
+    """Whether the rows have their own candidate sets (QA's choices) rather than one fixed label set (NLI)."""
+    return len({tuple(c) for c in candidates}) > 1
+
+
 def resolve_copy(config: RationaleModelConfig, candidates: list[list[str]]) -> RationaleModelConfig:
     """copy_term "auto" made concrete for a training set: "on" when its rows' candidate sets differ (QA), else "off"."""
     if config.copy_term != "auto":
         return config
-    per_row = len({tuple(c) for c in candidates}) > 1
-    return config.model_copy(update={"copy_term": "on" if per_row else "off"})
+    return config.model_copy(update={"copy_term": "on" if per_row_label_sets(candidates) else "off"})
 
 
 class RationaleClassifier(torch.nn.Module):

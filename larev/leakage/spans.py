@@ -40,8 +40,8 @@ from pydantic import Field
 
 from larev.config import _Config
 from larev.leakage.text import Span, merge_spans, subtract_spans
-from larev.leakage.rationale_model import (RationaleModel, RationaleModelConfig, word_attributions,
-                                           words_with_offsets)
+from larev.leakage.rationale_model import (RationaleModel, RationaleModelConfig, per_row_label_sets,
+                                           word_attributions, words_with_offsets)
 
 
 class SpanRuleConfig(_Config):
@@ -451,7 +451,7 @@ def detect_leakage_spans(model: RationaleModel, texts: list[str], labels: list[s
     chance = chance_level(candidates[n_train:])
     ranking = config.spans.ranking
     if ranking == "auto":  # per row where the rows have their own candidate sets (a QA answer), as on LAREV's b
-        ranking = "per_row" if len({tuple(c) for c in candidates}) > 1 else "global"
+        ranking = "per_row" if per_row_label_sets(candidates) else "global"
     selection = select_leakage_spans(words, shares, n_train, config.spans, ranking=ranking,
                                      residual=lambda spans: accuracy(with_x(spans)), reference=reference,
                                      n_validation=n_val, chance=chance, labels=labels, probe_ranking=probe_ranking)
