@@ -5,12 +5,6 @@ from __future__ import annotations
 
 import polars as pl
 
-import larev.formats as formats
-import larev.leakage.rationale_model as rationale_model
-import larev.methods.rora.config as rora_config
-import larev.metrics.accuracy as accuracy
-import larev.metrics.rora as rora_metric
-import larev.models.evaluator as evaluator_mod
 from larev.config import ScoreConfig
 from larev.methods.rora.config import training_sources
 from storage import ArtifactStore
@@ -22,7 +16,7 @@ from tasks.rora import by_model_source, per_source, train_rationale_only
 from tasks.training import train_input_model
 
 
-@larev_task("score-rq-las", code=(accuracy, rora_metric, rora_config, rationale_model, evaluator_mod, formats))
+@larev_task("score-rq-las")
 def score_rq_las(store: ArtifactStore, proxies: dict[str, ArtifactRef], rationale_models: dict[str, ArtifactRef],
                  theta: ArtifactRef, rationales: ArtifactRef, examples: ArtifactRef, score: ScoreConfig,
                  device: str = "auto", progress: bool = True) -> ArtifactRef:

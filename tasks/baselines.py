@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import polars as pl
 
-import larev.baselines.build as build
-import larev.baselines.nli as nli
-import larev.baselines.qa as qa
-import larev.llm as llm
 import larev.data.variants as variants
 from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig
@@ -18,7 +14,7 @@ from tasks.outputs import put_table
 from tasks.data import examples_in_test_split
 
 
-@larev_task("baselines", code=(build, nli, qa, llm))
+@larev_task("baselines")
 def make_baselines(store: ArtifactStore, examples: ArtifactRef, config: BaselineConfig,
                    progress: bool = True) -> ArtifactRef:
     """id, label, baseline, baseline_backend for every example, with its gold label."""
@@ -28,7 +24,7 @@ def make_baselines(store: ArtifactStore, examples: ArtifactRef, config: Baseline
         "id", "label", "baseline", "baseline_backend"))
 
 
-@larev_task("variants", code=(variants,))
+@larev_task("variants")
 def make_rationale_variants(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                             names: list[str], user_rationales: ArtifactRef | None = None) -> ArtifactRef:
     """The test split's rationale variants (gold, leaky, gold_leaky, vacuous), plus any user rationales."""

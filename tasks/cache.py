@@ -1,7 +1,8 @@
 """How a larev step is declared and cached: the content-keyed cache policy and the step's output folder.
 
 Cache key of a step = sha256 over
-  - the step name and its code version (a hash of the source of the task and the core modules it calls),
+  - the step name and its code version: a digest of the source of the step's module and of every project module it
+    imports, transitively (tasks/source_graph.py), and of larev's version,
   - each input artifact's content digest (ArtifactRef.digest), each config's values, each plain argument.
 The same key names the step's output folder `<root>/<step>/<key>/...`, so outputs are content-addressed by
 what produced them, and a second run with the same inputs is served from Prefect's cache (persisted as JSON in
@@ -12,18 +13,23 @@ Where the store lives is not part of the key: the cache records travel with the 
 store that is moved, copied or synced to another bucket serves its steps from cache under its new root. Refs
 read back from a cache record are rebased onto the store that read them (`rebased`): a step reads its inputs by
 key, never by the absolute URI an earlier run recorded.
+
+Beside each cache record a step writes its step record (`<root>/_prefect/steps/<key>.json`: the step, its task,
+the code version with the digest of every module in it, and its arguments as they entered the key), which lets
+`larev cache verify` tell which entries today's code can still reach (tasks/cache_audit.py).
 """
 
 from __future__ import annotations
 
 import contextvars
+import datetime
 import functools
 import hashlib
 import inspect
 import json
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from prefect import task
@@ -33,21 +39,19 @@ from pydantic import BaseModel
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.results import RESULT_SERIALIZER
+from tasks.source_graph import StepCode, step_code
 
+logger = logging.getLogger("larev.steps")
 
 # Arguments that never change a step's output.
 NOT_IN_KEY = frozenset({"progress"})
+#: Where a step's record lives beside its cache record (`<STEP_RECORDS>/<key>.json`).
+STEP_RECORDS = "_prefect/steps"
 
 
-def code_version(*objects: Callable | ModuleType) -> str:
-    """A hash of the source code of the given functions and modules (the step's 'code version')."""
-    h = hashlib.sha256()
-    for obj in objects:
-        try:
-            h.update(inspect.getsource(obj).encode())
-        except (OSError, TypeError):
-            h.update(repr(obj).encode())
-    return h.hexdigest()[:16]
+def code_of(fn: Callable) -> StepCode:
+    """The code a step function runs: its module's source and every project module that imports, transitively."""
+    return step_code(fn.__module__)
 
 
 def canonical(value: Any) -> Any:
@@ -82,19 +86,32 @@ def rebased(value: Any, store: ArtifactStore) -> Any:
     return value
 
 
+def key_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as they enter a cache key: canonical, without those that never change the output."""
+    return {k: canonical(v) for k, v in sorted(arguments.items()) if k not in NOT_IN_KEY}
+
+
 def step_fingerprint(step: str, version: str, arguments: dict[str, Any]) -> str:
-    payload = {"step": step, "code": version,
-               "args": {k: canonical(v) for k, v in sorted(arguments.items()) if k not in NOT_IN_KEY}}
+    """The cache key of `step` at code `version` on `arguments` (canonical ones give the same key: a step
+    record's arguments re-key the entry under another code version)."""
+    payload = {"step": step, "code": version, "args": key_arguments(arguments)}
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
 @dataclass
 class ArtifactCachePolicy(CachePolicy):
-    """Prefect cache policy: key on input artifacts' content + configs + code version (not the run)."""
+    """Prefect cache policy: key on input artifacts' content + configs + code version (not the run).
+
+    The code version is looked up when a key is computed (the source is read once per process), not when the
+    step is declared, so importing the tasks reads no source."""
 
     step: str = ""
-    version: str = ""
+    module: str = ""
+
+    @property
+    def version(self) -> str:
+        return step_code(self.module).version
 
     def compute_key(self, task_ctx, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs) -> str:
         return step_fingerprint(self.step, self.version, inputs)
@@ -120,25 +137,38 @@ def current_step() -> StepContext:
 
 
 class StepFunction:
-    """What a larev task runs: the step function, called with the step's context (`current_step`) set.
+    """What a larev task runs: the step function, called with the step's context (`current_step`) set; when it
+    returns, its step record is written beside the cache record Prefect writes next (`write_step_record`).
 
     Pickled by reference (module and name of the task), so a Dask worker imports the task's code instead of
     receiving a copy of it (a closure over this module's context variable would not pickle at all).
     """
 
-    def __init__(self, fn: Callable, step: str, version: str) -> None:
+    def __init__(self, fn: Callable, step: str) -> None:
         functools.update_wrapper(self, fn)  # name, docs, __wrapped__: Prefect reads the signature through it
-        self.step, self.version = step, version
+        self.step = step
         self._signature = inspect.signature(fn)
+
+    @property
+    def code(self) -> StepCode:
+        return code_of(self.__wrapped__)
 
     def __call__(self, *args, **kwargs):
         bound = self._signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        token = _CURRENT.set(StepContext(self.step, step_fingerprint(self.step, self.version, dict(bound.arguments))))
+        arguments = dict(bound.arguments)
+        code = self.code
+        fingerprint = step_fingerprint(self.step, code.version, arguments)
+        token = _CURRENT.set(StepContext(self.step, fingerprint))
         try:
-            return self.__wrapped__(*args, **kwargs)
+            result = self.__wrapped__(*args, **kwargs)
         finally:
             _CURRENT.reset(token)
+        store = next((v for v in arguments.values() if isinstance(v, ArtifactStore)), None)
+        if store is not None:
+            write_step_record(store, self.step, f"{self.__wrapped__.__module__}:{self.__wrapped__.__name__}",
+                              fingerprint, code, arguments)
+        return result
 
     def __reduce__(self):
         return _task_function, (self.__wrapped__.__module__, self.__wrapped__.__name__)
@@ -151,19 +181,34 @@ def _task_function(module: str, name: str) -> StepFunction:
     return getattr(importlib.import_module(module), name).fn
 
 
-def larev_task(step: str, *, code: Sequence[Callable | ModuleType] = (), gpu: bool = False, **task_options):
+def write_step_record(store: ArtifactStore, step: str, task_name: str, fingerprint: str, code: StepCode,
+                      arguments: dict[str, Any]) -> None:
+    """`<root>/_prefect/steps/<key>.json`: what made the cache entry `key`, for `larev cache verify`. A record that
+    cannot be written costs only that check (the entry then counts as unverifiable), not the step."""
+    from tasks.source_graph import larev_version
+
+    record = {"step": step, "key": fingerprint, "task": task_name, "code": code.version,
+              "larev_version": larev_version(), "modules": code.modules, "args": key_arguments(arguments),
+              "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        store.write_json(f"{STEP_RECORDS}/{fingerprint}.json", record)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        logger.warning("%s: could not write its step record (larev cache verify will not know this entry): %s",
+                       step, exc)
+
+
+def larev_task(step: str, *, gpu: bool = False, **task_options):
     """Declare a cached larev step: a Prefect task keyed by `ArtifactCachePolicy`, results persisted as JSON.
 
-    `code`: the core modules whose source counts as this step's code version (the task's own source always does).
+    The step's code version is found from its module's imports (tasks/source_graph.py): nothing to list by hand.
     `gpu`: a GPU stage (training, attribution, generation): sent to the GPU work pool when the flow has one.
     """
 
     def decorate(fn):
-        version = code_version(fn, *code)
-        run = StepFunction(fn, step, version)
+        run = StepFunction(fn, step)
         options = {"name": step, "persist_result": True, "result_serializer": RESULT_SERIALIZER,
                    "task_run_name": f"{step}", **task_options}
-        task_obj = task(run, cache_policy=ArtifactCachePolicy(step=step, version=version), **options)
+        task_obj = task(run, cache_policy=ArtifactCachePolicy(step=step, module=fn.__module__), **options)
         task_obj.larev_step, task_obj.larev_gpu = step, gpu
         return task_obj
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import larev.data.sources as sources
 import larev.data.stream as stream
-import larev.schema as schema
 from larev.data.sources import DataConfig, load_data
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
@@ -39,13 +37,13 @@ def check_rationale_file(store: ArtifactStore, examples: ArtifactRef, path: str,
         raise InputError(exc.problem, file=shown_as, row=exc.row, column=exc.column) from None
 
 
-@larev_task("examples", code=(sources, schema))
+@larev_task("examples")
 def load_examples(store: ArtifactStore, data: DataConfig, source_digests: list[str]) -> ArtifactRef:
     """source_digests: content hashes of the input files (so an edited file reruns this step and what follows)."""
     return put_table(store, "examples.parquet", load_data(data))
 
 
-@larev_task("rationales", code=(schema,))
+@larev_task("rationales")
 def load_rationales(store: ArtifactStore, path: str, digest: str, examples: ArtifactRef,
                     column_map: dict[str, str] | None = None) -> ArtifactRef:
     """A user's rationale file (id, source, rationale[, label]) validated against the test examples."""
@@ -55,7 +53,7 @@ def load_rationales(store: ArtifactStore, path: str, digest: str, examples: Arti
     return put_table(store, "rationales.parquet", load_rationales_file(path, test, column_map=column_map))
 
 
-@larev_task("rationale-shards", code=(schema, stream))
+@larev_task("rationale-shards")
 def load_rationale_shards(store: ArtifactStore, path: str, digest: str, examples: ArtifactRef,
                           column_map: dict[str, str] | None = None, shard_rows: int = 5000) -> list[ArtifactRef]:
     """A user's rationale file validated and cut into shards of `shard_rows` rows, reading `shard_rows` rows at a

@@ -9,7 +9,7 @@ from tasks.cache import larev_task
 from tasks.outputs import put_table
 
 
-@larev_task("human-inputs", code=(annotations,))
+@larev_task("human-inputs")
 def annotation_inputs(store: ArtifactStore, path: str, digest: str) -> dict[str, ArtifactRef]:
     """An annotation file's instances (examples.parquet, split test) and its explanations to score
     (rationales.parquet). `digest`: the file's content hash (an edited file reruns this step and what follows);

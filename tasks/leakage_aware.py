@@ -5,22 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-import larev.data.restating as restating
-import larev.formats as formats
-import larev.leakage.attribution as attribution
-import larev.leakage.probe as leakage_probe
-import larev.leakage.spans as leakage_spans_shared
-import larev.leakage.text as span_text
-import larev.llm as llm
-import larev.methods.leakage_aware.antonyms as antonyms
 import larev.methods.leakage_aware.config as la_config
-import larev.methods.leakage_aware.environments as environments
-import larev.methods.leakage_aware.leakage_spans as leakage_spans
-import larev.methods.leakage_aware.objective as objective
-import larev.methods.leakage_aware.label_edits as label_edits_mod
-import larev.methods.leakage_aware.training as la_training
-import larev.models.evaluator as evaluator_mod
-import larev.models.irm as irm
 from larev.config import ModelConfig, TrainConfig
 from larev.formats import baseline_input, rationale_input
 from larev.leakage.attribution import AttributionConfig
@@ -36,12 +21,11 @@ from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
 from tasks.rev import score_with_estimator
-from tasks.training import (EVALUATOR_TRAINING, load_tokenizer, put_evaluator, split_train_validation,
+from tasks.training import (load_tokenizer, put_evaluator, split_train_validation,
                             train_val_examples, training_frame)
 
 
-@larev_task("leakage-terms", code=(attribution, leakage_spans, leakage_probe, leakage_spans_shared, span_text,
-                                   formats, evaluator_mod), gpu=True)
+@larev_task("leakage-terms", gpu=True)
 def find_leakage_terms(store: ArtifactStore, phi_base: ArtifactRef, examples: ArtifactRef, baselines: ArtifactRef,
                        config: AttributionConfig, device: str = "auto",
                        progress: bool = True) -> dict[str, ArtifactRef]:
@@ -63,7 +47,7 @@ def find_leakage_terms(store: ArtifactStore, phi_base: ArtifactRef, examples: Ar
             "leakage_spans": put_table(store, "leakage_summary.parquet", summary)}
 
 
-@larev_task("environments", code=(environments, antonyms, span_text, llm))
+@larev_task("environments")
 def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef, terms: ArtifactRef,
                       phi_base: ArtifactRef, config: AntonymConfig, progress: bool = True) -> ArtifactRef:
     """Every environment of larev/methods/leakage_aware/environments.py (E1 b, E2 leakage spans masked, E3 spans
@@ -95,7 +79,7 @@ def environment_frame(store: ArtifactStore, examples: ArtifactRef,
     return ex.join(wide, on="id", how="inner"), environment_names(table)
 
 
-@larev_task("probe", code=(objective, *EVALUATOR_TRAINING), gpu=True)
+@larev_task("probe", gpu=True)
 def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, environments_ref: ArtifactRef,
                 train: TrainConfig, progress: bool = True) -> ArtifactRef:
     """psi (eq. 4.8): phi's copy with its encoder frozen; the decoder learns y from Enc_phi(b~), b~ the masked
@@ -144,9 +128,7 @@ def la_env_names(env_names: list[str], label_edits: str) -> list[str]:
     return list(env_names) if label_edits == "none" else [*env_names, SWAPPED_AGAIN]
 
 
-@larev_task("train-la", code=(la_training, objective, irm, la_config, label_edits_mod, restating,
-                              *EVALUATOR_TRAINING),
-            task_run_name="train-{name}", gpu=True)
+@larev_task("train-la", task_run_name="train-{name}", gpu=True)
 def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environments_ref: ArtifactRef,
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True,

@@ -22,7 +22,7 @@ from tasks.cache import larev_task
 from tasks.outputs import put_bytes, put_file, put_table, stacked_parquet
 
 
-@larev_task("report", code=(scores_mod, reports, larev_report, rora_report))
+@larev_task("report")
 def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str,
                      diagnostics: dict[str, ArtifactRef] | None = None,
                      report_models: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:

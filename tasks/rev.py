@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-import larev.formats as formats
 import larev.metrics.rev as rev
-import larev.methods.rev.inputs as rev_inputs
-import larev.models.evaluator as evaluator_mod
 from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.formats import target_text
@@ -22,10 +19,10 @@ from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
-from tasks.training import EVALUATOR_TRAINING, load_tokenizer, put_evaluator, split_train_validation, training_frame
+from tasks.training import load_tokenizer, put_evaluator, split_train_validation, training_frame
 
 
-@larev_task("train", code=(*EVALUATOR_TRAINING, rev_inputs), task_run_name="train-{role}", gpu=True)
+@larev_task("train", task_run_name="train-{role}", gpu=True)
 def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baselines: ArtifactRef,
                 tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                 progress: bool = True) -> ArtifactRef:
@@ -53,7 +50,7 @@ def baselines_for(store: ArtifactStore, examples: pl.DataFrame, baselines: Artif
     return pl.concat([known, extra.select("id", "label", "baseline")])
 
 
-@larev_task("score", code=(rev, evaluator_mod, formats), task_run_name="score-{metric}")
+@larev_task("score", task_run_name="score-{metric}")
 def score_metric(store: ArtifactStore, metric: str, phi: ArtifactRef, phi_base: ArtifactRef, rationales: ArtifactRef,
                  examples: ArtifactRef, baselines: ArtifactRef, baseline_config: BaselineConfig,
                  score: ScoreConfig, device: str = "auto", progress: bool = True) -> ArtifactRef:

@@ -9,19 +9,7 @@ import tempfile
 import polars as pl
 
 import larev.data.variants as variants
-import larev.formats as formats
-import larev.leakage.probe as leakage_probe
-import larev.leakage.rationale_model as rationale_model
-import larev.leakage.spans as leakage_spans
-import larev.leakage.text as span_text
-import larev.methods.leakage_aware.config as la_config
-import larev.methods.leakage_aware.training as la_training
-import larev.methods.rora.config as rora_config
 import larev.methods.rora.environments as rora_envs
-import larev.methods.rora.infill as infill
-import larev.metrics.rora as rora_metric
-import larev.models.evaluator as evaluator_mod
-import larev.models.irm as irm
 from larev.config import ModelConfig, ScoreConfig, TrainConfig
 from larev.leakage.rationale_model import RationaleModelConfig
 from larev.leakage.spans import LeakageDetectionConfig
@@ -35,11 +23,11 @@ from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_dir, put_table
-from tasks.training import (EVALUATOR_TRAINING, load_tokenizer, put_evaluator, source_frame, split_train_validation,
+from tasks.training import (load_tokenizer, put_evaluator, source_frame, split_train_validation,
                             train_input_model, train_val_examples)
 
 
-@larev_task("training-rationales", code=(variants,))
+@larev_task("training-rationales")
 def make_training_rationales(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                              sources: list[str]) -> ArtifactRef:
     """The train/validation split's rationales of every source RORA trains on (the built-in variants)."""
@@ -49,7 +37,7 @@ def make_training_rationales(store: ArtifactStore, examples: ArtifactRef, baseli
     return put_table(store, "training_rationales.parquet", out)
 
 
-@larev_task("rationale-model", code=(rationale_model,), task_run_name="rationale-model-{source}")
+@larev_task("rationale-model", task_run_name="rationale-model-{source}")
 def train_rationale_only(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                          config: RationaleModelConfig, progress: bool = True) -> ArtifactRef:
     """Phi_small (RORA 3.1): predicts the label from the source's training rationales alone."""
@@ -63,8 +51,7 @@ def train_rationale_only(store: ArtifactStore, source: str, examples: ArtifactRe
         return put_dir(store, "rationale_model", tmp)
 
 
-@larev_task("leaky-spans", code=(rationale_model, leakage_spans, span_text, leakage_probe, infill),
-            task_run_name="leaky-spans-{source}")
+@larev_task("leaky-spans", task_run_name="leaky-spans-{source}")
 def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: ArtifactRef, examples: ArtifactRef,
                      training_rationales: ArtifactRef, config: LeakageDetectionConfig,
                      progress: bool = True) -> dict[str, ArtifactRef]:
@@ -138,7 +125,7 @@ def new_infiller(store: ArtifactStore, tokenizer: ArtifactRef | None, model: Mod
     return ev
 
 
-@larev_task("infiller", code=(infill, rora_envs, *EVALUATOR_TRAINING), task_run_name="infiller-{source}", gpu=True)
+@larev_task("infiller", task_run_name="infiller-{source}", gpu=True)
 def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                    spans: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, config: InfillerConfig,
                    progress: bool = True) -> ArtifactRef | None:
@@ -159,7 +146,7 @@ def train_infiller(store: ArtifactStore, source: str, examples: ArtifactRef, tra
         return put_evaluator(store, "infiller", ev, f"infiller-{source}")
 
 
-@larev_task("counterfactuals", code=(infill, rora_envs, formats), task_run_name="counterfactuals-{source}", gpu=True)
+@larev_task("counterfactuals", task_run_name="counterfactuals-{source}", gpu=True)
 def make_counterfactuals(store: ArtifactStore, source: str, infiller_ref: ArtifactRef | None, examples: ArtifactRef,
                          training_rationales: ArtifactRef, spans: ArtifactRef, config: InfillerConfig,
                          device: str = "auto", progress: bool = True) -> ArtifactRef:
@@ -184,8 +171,7 @@ def make_counterfactuals(store: ArtifactStore, source: str, infiller_ref: Artifa
                                                                   "n_missing"))
 
 
-@larev_task("train-rora", code=(rora_envs, la_training, irm, la_config, *EVALUATOR_TRAINING),
-            task_run_name="train-rora-{source}", gpu=True)
+@larev_task("train-rora", task_run_name="train-rora-{source}", gpu=True)
 def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, training_rationales: ArtifactRef,
                    counterfactuals: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig,
                    train: TrainConfig, objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:
@@ -219,7 +205,7 @@ def by_model_source(rationales: pl.DataFrame, trained: list[str]):
         yield source, part.drop("model_source")
 
 
-@larev_task("score-rora", code=(rora_metric, rora_config, evaluator_mod, formats))
+@larev_task("score-rora")
 def score_rora(store: ArtifactStore, phis: dict[str, ArtifactRef], theta: ArtifactRef, rationales: ArtifactRef,
                examples: ArtifactRef, score: ScoreConfig, device: str = "auto", progress: bool = True) -> ArtifactRef:
     """RORA eq. 10 for every rationale, each source scored by its own Phi (gold's for sources without one)."""

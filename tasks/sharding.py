@@ -148,7 +148,7 @@ def split_rationales(store: ArtifactStore, rationales: ArtifactRef, shard_rows: 
             for i, (start, stop) in enumerate(shard_bounds(table.height, shard_rows))]
 
 
-@larev_task("merge-scores", code=(scores_mod,))
+@larev_task("merge-scores")
 def concat_scores(store: ArtifactStore, parts: list[ArtifactRef]) -> ArtifactRef:
     """The shards' score tables stacked in shard order, streamed: the rows one unsharded score step would write."""
     with stacked_parquet(store, parts, scores_mod.SCORE_SCHEMA) as stacked:

@@ -5,26 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 
-import larev.stress.addtext.adv as addtext_adv
-import larev.stress.addtext.corpus as addtext_corpus
-import larev.stress.addtext.insert as addtext_insert
-import larev.stress.addtext.perturb as addtext_perturb
 import larev.stress.addtext.report as addtext_report
 import larev.stress.addtext.shift as addtext_shift
-import larev.stress.addtext.words as addtext_words
-import larev.formats as formats
-import larev.stress.ftc.config as ftc_config
-import larev.stress.ftc.counterfactual as ftc_counterfactual
-import larev.stress.ftc.distances as ftc_distances
-import larev.stress.ftc.extract as ftc_extract
-import larev.stress.ftc.llm_extract as ftc_llm_extract
 import larev.stress.ftc.metric as ftc_metric
-import larev.stress.ftc.relations as ftc_relations
-import larev.stress.ftc.task_model as ftc_task_model
-import larev.stress.ftc.text as ftc_text
-import larev.llm as llm
 import larev.metrics.scores as scores_mod
-import larev.models.evaluator as evaluator_mod
 from larev.stress.addtext.config import AddTextConfig
 from larev.errors import InputError
 from larev.stress.ftc.config import FtcConfig
@@ -53,8 +37,7 @@ class _Ticking:
             self.bar.update(1)
 
 
-@larev_task("ftc", code=(ftc_config, ftc_counterfactual, ftc_distances, ftc_extract, ftc_llm_extract, ftc_metric,
-                         ftc_relations, ftc_task_model, ftc_text, llm, evaluator_mod, formats), gpu=True)
+@larev_task("ftc", gpu=True)
 def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactRef, config: FtcConfig,
               sources: tuple[str, ...] = ("*",), theta: ArtifactRef | None = None, device: str = "auto",
               task_model_digest: str | None = None, progress: bool = True) -> dict[str, ArtifactRef]:
@@ -93,7 +76,7 @@ def score_ftc(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactR
             "ftc_summary": put_json(store, "ftc.json", payload)}
 
 
-@larev_task("addtext", code=(addtext_perturb, addtext_adv, addtext_corpus, addtext_insert, addtext_words))
+@larev_task("addtext")
 def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples: ArtifactRef,
                         config: AddTextConfig, sources: tuple[str, ...] = ("*",),
                         corpus_digest: str | None = None) -> dict[str, ArtifactRef]:
@@ -113,7 +96,7 @@ def perturb_for_addtext(store: ArtifactStore, rationales: ArtifactRef, examples:
             "rationales": put_table(store, "rationales.parquet", as_rationale_file(perturbed, originals=rat))}
 
 
-@larev_task("addtext-shift", code=(addtext_shift, addtext_report, scores_mod))
+@larev_task("addtext-shift")
 def addtext_shifts(store: ArtifactStore, scores: list[ArtifactRef], title: str) -> dict[str, ArtifactRef]:
     """Per metric, kind and position: the mean score shift of the perturbed rationales and the share whose
     score rises (shift.parquet), as Markdown (addtext.md) and as a plot (addtext.png); every original and

@@ -8,12 +8,6 @@ import tempfile
 
 import polars as pl
 
-import larev.config as larev_config
-import larev.formats as formats
-import larev.models.evaluator as evaluator_mod
-import larev.models.pretrained as pretrained
-import larev.models.tokenizer as tokenizer_mod
-import larev.models.train as train_mod
 from larev.config import ModelConfig, TrainConfig
 from larev.data.variants import LEAKY_TEMPLATE
 from larev.formats import infill_input, input_only, input_with_rationale, target_text, task_inputs
@@ -73,12 +67,7 @@ def source_frame(store: ArtifactStore, examples: ArtifactRef, training_rationale
     return ex.join(rat, on="id", how="inner")
 
 
-#: The code of every step that builds and trains an evaluator (in its cache key): the backbones and their
-#: starting weights, the defaults a config leaves to the backbone (learning rate), the training loop, the formats.
-EVALUATOR_TRAINING = (evaluator_mod, pretrained, larev_config, train_mod, formats)
-
-
-@larev_task("tokenizer", code=(tokenizer_mod, formats))
+@larev_task("tokenizer")
 def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                     model: ModelConfig) -> ArtifactRef | None:
     """The embedded backbone's word-level vocabulary, from the training texts; None for a hub checkpoint."""
@@ -97,7 +86,7 @@ def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: Arti
         return put_dir(store, "tokenizer", tmp, kind="dir")
 
 
-@larev_task("train-input-model", code=EVALUATOR_TRAINING, task_run_name="train-{role}", gpu=True)
+@larev_task("train-input-model", task_run_name="train-{role}", gpu=True)
 def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, training_rationales: ArtifactRef | None,
                       source: str | None, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                       progress: bool = True) -> ArtifactRef:

@@ -92,6 +92,20 @@ def show(args) -> int:
     return 0
 
 
+def cache_verify(args) -> int:
+    from storage import ArtifactStore
+    from tasks import cache_audit
+
+    store = ArtifactStore(args.store)
+    statuses = cache_audit.verify(store)
+    print(cache_audit.as_json(statuses) if args.json else cache_audit.summary(store, statuses))
+    if args.prune:
+        gone = cache_audit.prune(store, statuses)
+        print(f"pruned {gone['entries']} entries ({gone['output_folders']} output folders) and "
+              f"{gone['orphan_records']} step records without a cache record")
+    return 0
+
+
 def service_setup(args) -> int:
     from flows import service
 

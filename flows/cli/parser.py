@@ -282,6 +282,18 @@ def build_parser() -> argparse.ArgumentParser:
     _server_option(setup)
     setup.set_defaults(func=cmd.service_setup)
 
+    cache = sub.add_parser("cache", help="the step cache of an artifact store").add_subparsers(dest="cache",
+                                                                                                required=True)
+    verify = cache.add_parser("verify", help="which cached step entries today's code still reaches: current, stale "
+                                             "(the step reruns; the modules that changed), unverifiable")
+    verify.add_argument("--store", default=".larev/store",
+                        help="artifact store: a local path or s3://bucket/prefix (default: %(default)s)")
+    verify.add_argument("--prune", action="store_true",
+                        help="delete the stale and unverifiable entries with their outputs (a finished run whose "
+                             "models go can no longer score new rationales until it is run again)")
+    verify.add_argument("--json", action="store_true", help="print every entry as JSON")
+    verify.set_defaults(func=cmd.cache_verify)
+
     show = sub.add_parser("show", help="print a run's results")
     show.add_argument("run", help="the run directory")
     show.add_argument("--report", action="store_true", help="also print report.md")
