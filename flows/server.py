@@ -3,7 +3,8 @@
 - `auto` (default): PREFECT_API_URL when set, else `local`.
 - `local`: a persistent local Prefect server (UI included) at 127.0.0.1:<port>, started in the background
   (`start_local_server`) when it is not already up, so reruns skip the start-up and every run stays browsable
-  in the UI. `make demo` uses this; `prefect server stop` ends it.
+  in the UI. `make demo` uses this; `prefect server stop` ends it. The port is 4200 unless LAREV_SERVER_PORT says
+  otherwise; its database and log live in PREFECT_HOME (~/.prefect unless set).
 - `temporary`: Prefect's throwaway in-process server, booted in the background while the rest of the program
   imports; its runs vanish with the command (~28 s more per command than a running local server).
 - any http(s) URL: that Prefect API.
@@ -19,7 +20,20 @@ import time
 import urllib.request
 from pathlib import Path
 
-LOCAL_PORT = 4200
+LOCAL_PORT = 4200  # the local server's port unless LAREV_SERVER_PORT is set
+PORT_VARIABLE = "LAREV_SERVER_PORT"
+
+
+def local_port() -> int:
+    """The port of the `local` server: LAREV_SERVER_PORT when set, else 4200."""
+    value = os.environ.get(PORT_VARIABLE, "").strip()
+    if not value:
+        return LOCAL_PORT
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        from larev.errors import ConfigError
+
+        raise ConfigError(f"{PORT_VARIABLE}={value!r} is not a port number (1-65535)")
+    return int(value)
 
 
 def api_is_up(api_url: str, timeout: float = 1.0) -> bool:
@@ -36,13 +50,15 @@ def prefect_home() -> Path:
     return Path(os.environ.get("PREFECT_HOME") or get_current_settings().home).expanduser()
 
 
-def start_local_server(port: int = LOCAL_PORT, wait_s: float = 90.0) -> str | None:
-    """Start (or find) a background Prefect server on loopback; its API URL, or None when it did not come up.
+def start_local_server(port: int | None = None, wait_s: float = 90.0) -> str | None:
+    """Start (or find) a background Prefect server on loopback (port: `local_port()` when None); its API URL, or
+    None when it did not come up.
 
     The server is `prefect server start` in a session of its own, its output appended to
     PREFECT_HOME/larev-server.log and its pid in PREFECT_HOME/server.pid, so `prefect server stop` ends it.
     Not `--background`: Prefect 3.8 pipes that server's output to the starting process, which exits, so the
     server died of a broken pipe the first time it logged an error (a busy SQLite's 'database is locked')."""
+    port = local_port() if port is None else port
     api_url = f"http://127.0.0.1:{port}/api"
     if api_is_up(api_url):
         return api_url
@@ -129,7 +145,7 @@ def choose_api(server: str) -> tuple[str, threading.Thread | None]:
     if server in ("auto", "local"):
         api_url = start_local_server()
         if api_url is None:
-            print(f"warning: could not start a Prefect server on 127.0.0.1:{LOCAL_PORT}; using a temporary one",
+            print(f"warning: could not start a Prefect server on 127.0.0.1:{local_port()}; using a temporary one",
                   file=sys.stderr)
             return "temporary local Prefect server", boot_ephemeral_api()
         os.environ["PREFECT_API_URL"] = api_url

@@ -132,8 +132,8 @@ def commands() -> dict[str, Command]:
 def _server_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default="auto",
                    help="Prefect API (default: %(default)s): auto (PREFECT_API_URL when set, else local), local (the "
-                        "background server with the UI on 127.0.0.1:4200, started if down: every run shows up in "
-                        "the UI), temporary (a throwaway server that lives as long as the command), or an API URL")
+                        "background server with the UI on 127.0.0.1:4200, or the port LAREV_SERVER_PORT names, started "
+                        "if down: every run shows up in the UI), temporary (a throwaway server that lives as long as the command), or an API URL")
 
 
 def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentParser:
