@@ -6,14 +6,15 @@ from __future__ import annotations
 import polars as pl
 
 import larev.methods.leakage_aware.config as la_config
+import larev.methods.leakage_aware.instances as instances
 from larev.config import ModelConfig, TrainConfig
-from larev.formats import baseline_input, rationale_input
+from larev.formats import baseline_input
 from larev.leakage.attribution import AttributionConfig
 from larev.methods.leakage_aware.antonyms import AntonymConfig
 from larev.methods.leakage_aware.config import LeakageAwareConfig
-from larev.methods.leakage_aware.environments import MASKED, environment_names
-from larev.methods.leakage_aware.training import LAInstance
-from larev.schema import label_set, label_sets
+from larev.methods.leakage_aware.environments import MASKED
+from larev.methods.leakage_aware.instances import la_env_names, la_instances
+from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.cache import larev_task
@@ -73,10 +74,7 @@ def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: Ar
 def environment_frame(store: ArtifactStore, examples: ArtifactRef,
                       environments_ref: ArtifactRef) -> tuple[pl.DataFrame, list[str]]:
     """Train/validation examples with one column per environment (its text), and the environment names."""
-    ex = train_val_examples(store, examples)
-    table = store.read_parquet(environments_ref.key)
-    wide = table.pivot(on="env", index="id", values="baseline")
-    return ex.join(wide, on="id", how="inner"), environment_names(table)
+    return instances.environment_frame(train_val_examples(store, examples), store.read_parquet(environments_ref.key))
 
 
 @larev_task("probe", gpu=True)
@@ -97,35 +95,6 @@ def train_probe(store: ArtifactStore, phi: ArtifactRef, examples: ArtifactRef, e
                         progress=progress, desc="probe", keep_eval=[psi.model.get_encoder()],
                         checkpointer=checkpoints, chance_is_expected=True)  # on masked b: chance is the aim
         return put_evaluator(store, "probe", psi, "probe")
-
-
-def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "none",
-                 mask_token: str | None = None) -> list[LAInstance]:
-    """phi_LA's training instances: [r_e, b_e] for every environment e, the probe's input (the masked b).
-    With `label_edits` other than 'none', the label's own text is edited in r (and b) like b's spans and the
-    instances have one environment more, `SWAPPED_AGAIN` (larev/methods/leakage_aware/label_edits.py; needs
-    `mask_token`); `la_env_names` gives the names."""
-    from larev.methods.leakage_aware.label_edits import label_edited_environments
-
-    names = la_env_names(env_names, label_edits)
-    out = []
-    for row in df.iter_rows(named=True):
-        candidates = tuple(label_set(row["task"], row["choices"]))
-        if label_edits == "none":
-            pairs = {e: None if row[e] is None else (row["rationale"], row[e]) for e in env_names}
-        else:
-            pairs = label_edited_environments(row["rationale"], row["label"], candidates,
-                                              {e: row[e] for e in env_names}, mask_token, env_names, label_edits)
-        out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e]) for e in names),
-                              probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates))
-    return out
-
-
-def la_env_names(env_names: list[str], label_edits: str) -> list[str]:
-    """phi_LA's environments: the table's, and `SWAPPED_AGAIN` when the label's text is edited."""
-    from larev.methods.leakage_aware.label_edits import SWAPPED_AGAIN
-
-    return list(env_names) if label_edits == "none" else [*env_names, SWAPPED_AGAIN]
 
 
 @larev_task("train-la", task_run_name="train-{name}", gpu=True)

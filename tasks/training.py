@@ -9,13 +9,12 @@ import tempfile
 import polars as pl
 
 from larev.config import ModelConfig, TrainConfig
-from larev.data.variants import LEAKY_TEMPLATE
-from larev.formats import infill_input, input_only, input_with_rationale, target_text, task_inputs
-from larev.methods.rev.inputs import evaluator_inputs
+from larev.formats import input_only, input_with_rationale, target_text, task_inputs
 from larev.models.evaluator import new_evaluator, save_evaluator
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
-from larev.schema import label_set, label_sets
+from larev.models.vocabulary import vocabulary_texts
+from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.cache import larev_task
@@ -67,6 +66,8 @@ def source_frame(store: ArtifactStore, examples: ArtifactRef, training_rationale
     return ex.join(rat, on="id", how="inner")
 
 
+
+
 @larev_task("tokenizer")
 def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                     model: ModelConfig) -> ArtifactRef | None:
@@ -74,13 +75,7 @@ def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: Arti
     if model.backbone != "embedded":
         return None
     df = training_frame(store, examples, baselines).filter(pl.col("split") == "train")
-    labels = sorted({lab for t, c, y in zip(df["task"], df["choices"], df["label"])
-                     for lab in (label_set(t, c) if t == "nli" or c is not None else [y])})
-    # REV's and LAREV's inputs, RORA's (x, r) and infiller inputs, the labels and the leaky variant's sentence
-    rora_inputs = [infill_input(y, x, r) for y, x, r in zip(df["label"], task_inputs(df), df["rationale"])]
-    texts = [*evaluator_inputs("phi", df), *rora_inputs, *labels,
-             *(LEAKY_TEMPLATE.format(label=lab) for lab in labels)]
-    tok = train_word_tokenizer(texts, max_vocab=model.max_vocab)
+    tok = train_word_tokenizer(vocabulary_texts(df), max_vocab=model.max_vocab)
     with tempfile.TemporaryDirectory() as tmp:
         tok.save_pretrained(tmp)
         return put_dir(store, "tokenizer", tmp, kind="dir")

@@ -224,7 +224,7 @@ def test_a_fourth_environment_is_one_entry_and_reaches_training(monkeypatch):
     from larev.leakage.text import replace_spans
     from larev.methods.leakage_aware.config import LeakageAwareConfig
     from larev.methods.leakage_aware.training import train_leakage_aware
-    from tasks.leakage_aware import la_instances
+    from larev.methods.leakage_aware.instances import la_instances
     from tests.helpers import tiny_evaluator
 
     def deleted(requests, baselines, ctx):  # E4: the leakage spans removed outright

@@ -96,7 +96,7 @@ def _frame(rows: list[dict]) -> pl.DataFrame:
 
 
 def test_la_instances_edit_the_label_only_when_asked():
-    from tasks.leakage_aware import la_env_names, la_instances
+    from larev.methods.leakage_aware.instances import la_env_names, la_instances
 
     df = _frame([{"task": "qa", "choices": CHOICES, "label": "old clock", "rationale": "an old clock chimes",
                   "E1": "it is an old clock", "E2": "it is an <mask>", "E3": "it is an bell"}])
@@ -141,7 +141,7 @@ def test_phi_la_with_label_edits_gives_a_restated_answer_no_credit():
     from larev.config import ScoreConfig
     from larev.methods.leakage_aware.training import train_leakage_aware
     from larev.models.evaluator import score_labels
-    from tasks.leakage_aware import la_env_names, la_instances
+    from larev.methods.leakage_aware.instances import la_env_names, la_instances
     from tests.helpers import tiny_evaluator
 
     train = _frame(_planted_rows(150, seed=0))
