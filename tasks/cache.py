@@ -167,7 +167,7 @@ class StepFunction:
         store = next((v for v in arguments.values() if isinstance(v, ArtifactStore)), None)
         if store is not None:
             write_step_record(store, self.step, f"{self.__wrapped__.__module__}:{self.__wrapped__.__name__}",
-                              fingerprint, code, arguments)
+                              fingerprint, code, arguments, result)
         return result
 
     def __reduce__(self):
@@ -181,14 +181,28 @@ def _task_function(module: str, name: str) -> StepFunction:
     return getattr(importlib.import_module(module), name).fn
 
 
+def output_digests(result: Any) -> list[str]:
+    """The content digests of the artifacts in a step's result (refs inside dicts, lists and tuples)."""
+    if isinstance(result, ArtifactRef):
+        return [result.digest]
+    if isinstance(result, dict):
+        result = list(result.values())
+    if isinstance(result, (list, tuple)):
+        return sorted({d for item in result for d in output_digests(item)})
+    return []
+
+
 def write_step_record(store: ArtifactStore, step: str, task_name: str, fingerprint: str, code: StepCode,
-                      arguments: dict[str, Any]) -> None:
-    """`<root>/_prefect/steps/<key>.json`: what made the cache entry `key`, for `larev cache verify`. A record that
-    cannot be written costs only that check (the entry then counts as unverifiable), not the step."""
+                      arguments: dict[str, Any], result: Any = None) -> None:
+    """`<root>/_prefect/steps/<key>.json`: what made the cache entry `key` (step, task, code version with each
+    module's digest, the arguments as they entered the key) and the digests of what it wrote, for `larev cache
+    verify`. A record that cannot be written costs only that check (the entry then counts as unverifiable), not the
+    step."""
     from tasks.source_graph import larev_version
 
     record = {"step": step, "key": fingerprint, "task": task_name, "code": code.version,
               "larev_version": larev_version(), "modules": code.modules, "args": key_arguments(arguments),
+              "outputs": output_digests(result),
               "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     try:
         store.write_json(f"{STEP_RECORDS}/{fingerprint}.json", record)

@@ -7,12 +7,16 @@ arguments as they entered the key, so the key is recomputed with today's code ve
 every project module it imports, tasks/source_graph.py). An entry is
 
 - `current`: today's code gives the same key; a run with these inputs is served from it;
+- `upstream-stale`: today's code gives the same key, but an input was written by a stale (or upstream-stale) entry:
+  it is served only if that step's rerun writes its outputs again byte for byte (CPU training is not always
+  bitwise reproducible, so expect it to rerun);
 - `stale`: today's code gives another key (the record says which modules changed): the step reruns, and the entry
   is never read again;
 - `unverifiable`: no readable step record (written before larev kept them, or not by larev): no key of today's code
   is known to reach it.
 
-`prune` deletes stale and unverifiable entries: the cache record, the step record and the output folders. A finished
+`prune` deletes stale and unverifiable entries: the cache record, the step record and the output folders
+(upstream-stale entries stay: they may still be reached). A finished
 run whose models were pruned can no longer score new rationales (`larev score --run`) until it is run again.
 """
 
@@ -33,10 +37,12 @@ RESULTS = "_prefect/results"
 class EntryStatus:
     key: str
     step: str  # '?' when no step record names it
-    status: str  # current | stale | unverifiable
+    status: str  # current | upstream-stale | stale | unverifiable
     why: str = ""
     changed_modules: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)  # the entry's output folders (store keys)
+    inputs: list[str] = field(default_factory=list, repr=False)  # digests of the artifacts it read
+    written: list[str] = field(default_factory=list, repr=False)  # digests of the artifacts it wrote
 
 
 def _today_code(task_name: str):
@@ -82,6 +88,33 @@ def check_entry(key: str, record: dict | None) -> EntryStatus:
     return EntryStatus(key, step, "stale", "; ".join(why) or "another code version", changed)
 
 
+def input_digests(args) -> list[str]:
+    """The artifact digests in a step record's arguments (canonical refs are `{"ref": digest}`)."""
+    if isinstance(args, dict):
+        if set(args) == {"ref"} and isinstance(args["ref"], str):
+            return [args["ref"]]
+        args = list(args.values())
+    if isinstance(args, list):
+        return sorted({d for item in args for d in input_digests(item)})
+    return []
+
+
+def mark_upstream_stale(statuses: list[EntryStatus]) -> None:
+    """Current entries that read an artifact a stale entry wrote become `upstream-stale`, transitively."""
+    tainted = {d: s.step for s in statuses if s.status == "stale" for d in s.written}
+    changed = True
+    while changed:
+        changed = False
+        for s in statuses:
+            if s.status != "current":
+                continue
+            upstream = sorted({tainted[d] for d in s.inputs if d in tainted})
+            if upstream:
+                s.status, s.why = "upstream-stale", "reads outputs of stale step(s) " + ", ".join(upstream)
+                tainted.update({d: s.step for d in s.written})
+                changed = True
+
+
 def _read_record(store: ArtifactStore, key: str) -> dict | None:
     try:
         record = store.read_json(f"{STEP_RECORDS}/{key}.json")
@@ -107,11 +140,15 @@ def verify(store: ArtifactStore) -> list[EntryStatus]:
     statuses = []
     for path in store.ls(RESULTS):
         key = path.rpartition("/")[2]
-        status = check_entry(key, _read_record(store, key))
+        record = _read_record(store, key)
+        status = check_entry(key, record)
         status.outputs = folders.get(key, [])
+        if record is not None:
+            status.inputs, status.written = input_digests(record.get("args")), list(record.get("outputs") or [])
         if status.step == "?" and status.outputs:
             status.step = status.outputs[0].partition("/")[0]  # named by the folder it wrote
         statuses.append(status)
+    mark_upstream_stale(statuses)
     return sorted(statuses, key=lambda s: (s.step, s.key))
 
 
@@ -126,7 +163,7 @@ def prune(store: ArtifactStore, statuses: list[EntryStatus]) -> dict[str, int]:
     points at deleted outputs) and orphan step records. Counts of what went."""
     gone = {"entries": 0, "output_folders": 0, "orphan_records": 0}
     for s in statuses:
-        if s.status == "current":
+        if s.status in ("current", "upstream-stale"):
             continue
         store.delete(f"{RESULTS}/{s.key}")
         store.delete(f"{STEP_RECORDS}/{s.key}.json")
@@ -140,17 +177,17 @@ def prune(store: ArtifactStore, statuses: list[EntryStatus]) -> dict[str, int]:
 
 def summary(store: ArtifactStore, statuses: list[EntryStatus]) -> str:
     """What `larev cache verify` prints: counts, then one line per step and status with the reasons."""
-    counts = {k: sum(s.status == k for s in statuses) for k in ("current", "stale", "unverifiable")}
+    counts = {k: sum(s.status == k for s in statuses) for k in ("current", "upstream-stale", "stale", "unverifiable")}
     lines = [f"store {store.root}: {len(statuses)} cached step entries under larev {larev_version()}: "
-             f"{counts['current']} current, {counts['stale']} stale, {counts['unverifiable']} unverifiable"]
+             + ", ".join(f"{n} {k}" for k, n in counts.items())]
     if not statuses:
         return lines[0]
-    lines.append(f"{'step':<24} {'status':<13} {'entries':>7}  why")
+    lines.append(f"{'step':<24} {'status':<14} {'entries':>7}  why")
     grouped: dict[tuple[str, str, str], int] = {}
     for s in statuses:
         grouped[(s.step, s.status, s.why)] = grouped.get((s.step, s.status, s.why), 0) + 1
     for (step, status, why), n in sorted(grouped.items()):
-        lines.append(f"{step:<24} {status:<13} {n:>7}  {why}".rstrip())
+        lines.append(f"{step:<24} {status:<14} {n:>7}  {why}".rstrip())
     if counts["stale"] or counts["unverifiable"]:
         lines.append("stale and unverifiable entries are never served again: `larev cache verify --prune` deletes "
                      "them with their outputs")
@@ -158,4 +195,5 @@ def summary(store: ArtifactStore, statuses: list[EntryStatus]) -> str:
 
 
 def as_json(statuses: list[EntryStatus]) -> str:
-    return json.dumps([asdict(s) for s in statuses], indent=1)
+    return json.dumps([{k: v for k, v in asdict(s).items() if k not in ("inputs", "written")} for s in statuses],
+                      indent=1)

@@ -167,3 +167,74 @@ def test_a_planted_change_reruns_exactly_the_steps_that_use_it(tmp_path, prefect
     assert gone["entries"] == 1
     assert sorted(s.status for s in cache_audit.verify(store)) == ["current", "current"]
     assert run_both() == ({"planted-a": True, "planted-b": True}, (11, 3))  # pruning kept what today's code reads
+
+
+PLANTED_CHAIN = {
+    # a step writing a table whose content comes from a helper, and a step reading that table
+    "writer.py": """
+        import polars as pl
+
+        from storage import ArtifactStore
+        from storage.ref import ArtifactRef
+        from tasks.cache import larev_task
+        from tasks.outputs import put_table
+
+
+        @larev_task("planted-writer")
+        def write(store: ArtifactStore) -> ArtifactRef:
+            from plantchain.helper import value
+            return put_table(store, "t.parquet", pl.DataFrame({"v": [value()]}))
+        """,
+    "reader.py": """
+        from storage import ArtifactStore
+        from storage.ref import ArtifactRef
+        from tasks.cache import larev_task
+
+
+        @larev_task("planted-reader")
+        def read(store: ArtifactStore, table: ArtifactRef) -> int:
+            return int(store.read_parquet(table.key)["v"][0])
+        """,
+    "helper.py": "def value():\n    return 1\n",
+}
+
+
+def test_an_entry_reading_a_stale_steps_output_is_upstream_stale(tmp_path, prefect_harness, monkeypatch):
+    """The reader's own code is unchanged, but it read what a stale step wrote: verify says so, prune keeps it."""
+    import importlib
+
+    from storage import ArtifactStore
+    from tasks import cache_audit, source_graph
+    from tasks.runner import StepRunner
+
+    pkg = write_package(tmp_path, PLANTED_CHAIN, name="plantchain")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write = importlib.import_module("plantchain.writer").write
+    read = importlib.import_module("plantchain.reader").read
+    store = ArtifactStore(tmp_path / "store")
+
+    def chain() -> tuple[dict[str, bool], int]:
+        with StepRunner(store, progress=False) as runner:
+            value = runner.run(read, runner.run(write))
+        return {r.step: r.cached for r in runner.records}, value
+
+    assert chain() == ({"planted-writer": False, "planted-reader": False}, 1)
+    (pkg / "helper.py").write_text("def value():\n    return 5\n")
+    source_graph.forget()
+    statuses = {s.step: s for s in cache_audit.verify(store)}
+    assert statuses["planted-writer"].status == "stale"
+    assert statuses["planted-reader"].status == "upstream-stale"
+    assert "planted-writer" in statuses["planted-reader"].why
+    importlib.reload(importlib.import_module("plantchain.helper"))
+    assert chain() == ({"planted-writer": False, "planted-reader": False}, 5)  # the rerun wrote another table
+    counts = sorted(s.status for s in cache_audit.verify(store))
+    assert counts == ["current", "current", "stale", "upstream-stale"]
+    assert cache_audit.prune(store, cache_audit.verify(store))["entries"] == 1  # only the stale one goes
+    assert chain() == ({"planted-writer": True, "planted-reader": True}, 5)
+    # an entry without its step record (a store written before larev kept them) is unverifiable, named by its folder
+    writer = next(s for s in cache_audit.verify(store) if s.step == "planted-writer")
+    assert store.delete(f"_prefect/steps/{writer.key}.json")
+    unknown = next(s for s in cache_audit.verify(store) if s.key == writer.key)
+    assert (unknown.status, unknown.step) == ("unverifiable", "planted-writer")
+    summary = cache_audit.summary(store, cache_audit.verify(store))
+    assert "2 current, 0 upstream-stale, 0 stale, 1 unverifiable" in summary  # both readers are current again
