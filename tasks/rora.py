@@ -64,7 +64,8 @@ def find_leaky_spans(store: ArtifactStore, source: str, rationale_model: Artifac
     from larev.formats import task_inputs
     from larev.leakage.probe import residual_leakage
     from larev.leakage.rationale_model import accuracy_of, load_rationale_model
-    from larev.leakage.spans import chance_level, detect_leakage, detect_leakage_spans
+    from larev.leakage.spans import detect_leakage, detect_leakage_spans
+    from larev.stats import chance_level
     from larev.methods.rora.infill import mask_spans
 
     df = source_frame(store, examples, training_rationales, source)

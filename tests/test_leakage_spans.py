@@ -12,7 +12,8 @@ import pytest
 
 from larev.leakage.probe import residual_leakage
 from larev.leakage.rationale_model import RationaleModelConfig
-from larev.leakage.spans import (SpanRuleConfig, attribution_shares, binomial_margin, phrase_spans,
+from larev.stats import binomial_margin
+from larev.leakage.spans import (SpanRuleConfig, attribution_shares, phrase_spans,
                                  select_leakage_spans, snap_spans, span_recall, spans_for)
 from larev.leakage.text import mask_text, merge_spans, subtract_spans
 

@@ -40,6 +40,7 @@ from pydantic import Field
 
 from larev.config import _Config
 from larev.leakage.text import Span, merge_spans, subtract_spans
+from larev.stats import binomial_margin, chance_level
 from larev.leakage.rationale_model import (RationaleModel, RationaleModelConfig, per_row_label_sets,
                                            word_attributions, words_with_offsets)
 
@@ -233,11 +234,6 @@ def span_recall(spans: Sequence[Sequence[Span]], phrases: Sequence[Sequence[Span
     return covered / total if total else None
 
 
-def chance_level(candidates: Sequence[Sequence[str]]) -> float:
-    """Expected accuracy of a uniform guess over each row's label set: mean of 1 / K_i (0 without rows)."""
-    return sum(1 / len(c) for c in candidates) / max(1, len(candidates))
-
-
 def probe_word_ranking(masked: list[str], labels: list[str], candidates: list[list[str]],
                        config: SpanRuleConfig) -> list[str]:
     """The words a fresh probe (config.probe) trained on the masked training texts reads the label from, best
@@ -247,12 +243,6 @@ def probe_word_ranking(masked: list[str], labels: list[str], candidates: list[li
     probe_words, probe_scores = probe_attributions(masked, labels, candidates, config.probe)
     return global_ranking(probe_words, [attribution_shares(s) for s in probe_scores],
                           config.model_copy(update={"by": "attribution"}), labels if config.per_label else None)
-
-
-def binomial_margin(p: float, n: int, z: float) -> float:
-    """z standard errors of an accuracy p measured on n rows (the stopping rule's tolerance)."""
-    p = min(max(p, 0.0), 1.0)
-    return z * math.sqrt(p * (1 - p) / n) if n > 0 else float("inf")
 
 
 @dataclass

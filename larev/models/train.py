@@ -146,7 +146,7 @@ def warn_if_at_chance(desc: str, accuracy: float, epochs: int, val_candidates: S
     --learning-rate options; else e.g. 'larev.la_train', set with --set); irm_option: the option of the IRM
     weight of an IRM-trained model, whose constant prediction (at chance) is IRM's trivial solution.
     """
-    from larev.leakage.spans import binomial_margin, chance_level
+    from larev.stats import binomial_margin, chance_level
 
     chance = chance_level(val_candidates)
     if chance >= 1 or not val_candidates or math.isnan(accuracy):

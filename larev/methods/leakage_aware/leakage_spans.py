@@ -29,13 +29,13 @@ from larev.baselines.nli import as_clause
 from larev.formats import baseline_input, task_input
 from larev.leakage.attribution import AttributionConfig, attribute, baseline_span, baseline_words, leakage_term
 from larev.leakage.probe import residual_leakage
-from larev.leakage.spans import (SpanSelection, attribution_shares, binomial_margin, chance_level,
-                                 global_attribution, probe_word_ranking, ranking_shares, select_leakage_spans,
-                                 span_recall, spans_for)
+from larev.leakage.spans import (SpanSelection, attribution_shares, global_attribution, probe_word_ranking,
+                                 ranking_shares, select_leakage_spans, span_recall, spans_for)
 from larev.leakage.text import Span, mask_text, replace_spans, subtract_spans
 from larev.methods.leakage_aware.antonyms.lexicon import RelationLexicon
 from larev.models.evaluator import Evaluator, mask_token_of
 from larev.schema import label_set
+from larev.stats import binomial_margin, chance_level
 
 SPAN_SCHEMA = {"id": pl.String, "term": pl.String, "spans": pl.List(pl.List(pl.Int64)), "score": pl.Float64,
                "delta": pl.Float64}
