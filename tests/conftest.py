@@ -12,7 +12,7 @@ SESSION = isolation.begin()  # before anything imports Prefect
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from tests.s3server import s3_server  # noqa: F401  (module-scoped loopback S3 fixture)
+from tests.s3server import s3_server  # noqa: E402, F401  (module-scoped loopback S3 fixture)
 
 torch.set_num_threads(2)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

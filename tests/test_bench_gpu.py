@@ -1,0 +1,73 @@
+"""The GPU check's script (larev/bench/gpu.py): its agreement figures against values worked out by hand, the
+comparison table, and (slow) the script end to end on this machine's CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from larev.bench.gpu import compare, fixed_agreement, main, variant_means
+
+ESNLI = Path(__file__).resolve().parents[2] / "shared" / "data" / "esnli" / "dev.parquet"
+
+
+def scores(values: list[float], metric: str = "rev") -> pl.DataFrame:
+    return pl.DataFrame({"id": [f"i{k}" for k in range(len(values))], "source": ["gold"] * len(values),
+                         "metric": [metric] * len(values), "score": values})
+
+
+def test_fixed_agreement_by_hand():
+    a, b = scores([0.0, -1.0, -2.0, 0.5]), scores([0.0, -1.25, -2.0, 0.5])
+    terms = pl.DataFrame({"id": ["t1", "t2", "t3", "t4"], "term": ["not", "is", None, "a"]})
+    other = pl.DataFrame({"id": ["t1", "t2", "t3", "t4"], "term": ["not", "was", None, "a"]})
+    got = fixed_agreement(a, b, terms, other, tolerance=0.1)
+    assert got["rows"] == 4 and got["max_abs"] == 0.25 and got["mean_abs"] == pytest.approx(0.0625)
+    assert got["rows_over_tolerance"] == 1 and got["agree"] is False
+    assert got["max_mean_gap"] == pytest.approx(0.0625)  # one (metric, variant) mean: 0.25 / 4
+    assert got["same_term"] == 0.75  # a missing term on both sides counts as the same
+    assert fixed_agreement(a, a, terms, terms, tolerance=0.0)["agree"] is True
+
+
+def test_variant_means():
+    frame = pl.concat([scores([1.0, 3.0]), scores([-1.0, 0.0], metric="larev")])
+    assert variant_means(frame) == {"larev": {"gold": -0.5}, "rev": {"gold": 2.0}}
+
+
+def _run_dir(path: Path, device: str, precision: str, seconds: dict, means: dict, values: list[float]) -> Path:
+    path.mkdir(parents=True)
+    (path / "run.json").write_text(json.dumps({"device": device, "precision": precision, "cpu_threads": 2,
+                                               "seconds": seconds, "total_seconds": sum(seconds.values()),
+                                               "accuracy": {}, "means": means}))
+    scores(values).write_parquet(path / "scores.parquet")
+    pl.DataFrame({"id": ["t1"], "term": ["not"]}).write_parquet(path / "terms.parquet")
+    return path
+
+
+def test_compare_table_and_tolerances(tmp_path):
+    cpu = _run_dir(tmp_path / "cpu", "cpu", "fp32", {"phi": 10.0, "score": 2.0}, {"rev": {"gold": 0.5}}, [0.5])
+    gpu = _run_dir(tmp_path / "gpu", "cuda", "fp32", {"phi": 2.5, "score": 1.0}, {"rev": {"gold": 0.9}}, [0.5])
+    fixed = tmp_path / "fixed"
+    fixed.mkdir()
+    scores([0.5004]).write_parquet(fixed / "fixed_scores.parquet")
+    pl.DataFrame({"id": ["t1"], "term": ["not"]}).write_parquet(fixed / "fixed_terms.parquet")
+    table, agreement = compare(cpu, [gpu], [fixed])
+    assert "| phi | 10.0 | 2.5 | 4.0x |" in table and "| total | 12.0 | 3.5 | 3.4x |" in table
+    run = agreement["runs"][0]
+    assert run["trained_mean_gaps"] == {"rev/gold": 0.4} and run["trained_agree"] is False  # 0.4 > 0.25
+    assert run["fixed"]["max_abs"] == pytest.approx(0.0004) and run["fixed"]["agree"] is True  # within 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ESNLI.exists(), reason="needs ../shared/data/esnli/dev.parquet")
+def test_the_script_end_to_end_on_the_cpu(tmp_path):
+    """run, then fixed with the run's own models on the same device (scores identical), then compare."""
+    rows = ["--esnli", str(ESNLI), "--train-rows", ":300", "--test-rows", "8000:8040", "--device", "cpu",
+            "--ig-steps", "4"]
+    assert main(["run", *rows, "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
+    assert main(["fixed", *rows, "--models", str(tmp_path / "run" / "models"), "--out", str(tmp_path / "fixed")]) == 0
+    _, agreement = compare(tmp_path / "run", [tmp_path / "run"], [tmp_path / "fixed"])
+    fixed = agreement["runs"][0]["fixed"]
+    assert fixed["rows"] == 40 * 4 * 2 and fixed["max_abs"] == 0.0 and fixed["same_term"] == 1.0
