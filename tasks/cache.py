@@ -50,7 +50,8 @@ STEP_RECORDS = "_prefect/steps"
 
 
 def code_of(fn: Callable) -> StepCode:
-    """The code a step function runs: its module's source and every project module that imports, transitively."""
+    """The code a step function runs: its module's source and every project module that module imports,
+    transitively."""
     return step_code(fn.__module__)
 
 

@@ -9,8 +9,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import importlib
+
 import pytest
 
+from storage import ArtifactStore
+from tasks import cache_audit, source_graph
+from tasks.runner import StepRunner
 from tasks.source_graph import SourceGraph, step_code
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,18 +138,17 @@ PLANTED_STEPS = {
 }
 
 
-def test_a_planted_change_reruns_exactly_the_steps_that_use_it(tmp_path, prefect_harness, monkeypatch):
-    import importlib
-
-    from storage import ArtifactStore
-    from tasks import cache_audit, source_graph
-    from tasks.runner import StepRunner
-
-    pkg = write_package(tmp_path, PLANTED_STEPS, name="plantcache")
+def import_planted(tmp_path, monkeypatch, files: dict[str, str], name: str, *functions: str):
+    """Write package `name`, make it importable, and return (its folder, a store, the functions `module.attr`)."""
+    pkg = write_package(tmp_path, files, name=name)
     monkeypatch.syspath_prepend(str(tmp_path))
-    step_a = importlib.import_module("plantcache.step_a").step_a
-    step_b = importlib.import_module("plantcache.step_b").step_b
-    store = ArtifactStore(tmp_path / "store")
+    found = [getattr(importlib.import_module(f"{name}.{f.split('.')[0]}"), f.split(".")[1]) for f in functions]
+    return pkg, ArtifactStore(tmp_path / "store"), found
+
+
+def test_a_planted_change_reruns_exactly_the_steps_that_use_it(tmp_path, prefect_harness, monkeypatch):
+    pkg, store, (step_a, step_b) = import_planted(tmp_path, monkeypatch, PLANTED_STEPS, "plantcache",
+                                                  "step_a.step_a", "step_b.step_b")
 
     def run_both() -> tuple[dict[str, bool], tuple[int, int]]:
         with StepRunner(store, progress=False) as runner:
@@ -201,17 +205,8 @@ PLANTED_CHAIN = {
 
 def test_an_entry_reading_a_stale_steps_output_is_upstream_stale(tmp_path, prefect_harness, monkeypatch):
     """The reader's own code is unchanged, but it read what a stale step wrote: verify says so, prune keeps it."""
-    import importlib
-
-    from storage import ArtifactStore
-    from tasks import cache_audit, source_graph
-    from tasks.runner import StepRunner
-
-    pkg = write_package(tmp_path, PLANTED_CHAIN, name="plantchain")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    write = importlib.import_module("plantchain.writer").write
-    read = importlib.import_module("plantchain.reader").read
-    store = ArtifactStore(tmp_path / "store")
+    pkg, store, (write, read) = import_planted(tmp_path, monkeypatch, PLANTED_CHAIN, "plantchain",
+                                               "writer.write", "reader.read")
 
     def chain() -> tuple[dict[str, bool], int]:
         with StepRunner(store, progress=False) as runner:
