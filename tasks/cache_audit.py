@@ -16,19 +16,18 @@ every project module it imports, tasks/source_graph.py). An entry is
   is known to reach it.
 
 `prune` deletes stale and unverifiable entries: the cache record, the step record and the output folders
-(upstream-stale entries stay: they may still be reached). A finished
-run whose models were pruned can no longer score new rationales (`larev score --run`) until it is run again.
+(upstream-stale entries stay: they may still be reached). A finished run whose models were pruned can no longer
+score new rationales (`larev score --run`) until it is run again.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import asdict, dataclass, field
 
 from storage import ArtifactStore
 from tasks.cache import STEP_RECORDS, step_fingerprint
-from tasks.source_graph import larev_version
+from tasks.source_graph import larev_version, step_code_of
 
 RESULTS = "_prefect/results"
 
@@ -46,15 +45,12 @@ class EntryStatus:
 
 
 def _today_code(task_name: str):
-    """Today's StepCode of the step function `module:name`, or None when it no longer exists."""
-    from tasks.source_graph import step_code
-
+    """Today's StepCode of the step function `module:name`, or None when today's source no longer defines it (read
+    from the source: a step record may have been planted, so nothing it names is imported)."""
     module, _, name = task_name.partition(":")
-    try:
-        task_obj = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
+    if not module or not name:
         return None
-    return step_code(getattr(getattr(task_obj, "fn", task_obj), "__module__", module))
+    return step_code_of(module, name)
 
 
 def _changed(recorded: dict[str, str], today: dict[str, str]) -> list[str]:

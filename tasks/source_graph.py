@@ -94,6 +94,15 @@ class SourceGraph:
             raise ModuleNotFoundError(f"{name} is not a module of {sorted(self.roots)}")
         return path
 
+    def defines(self, name: str, function: str) -> bool:
+        """Whether module `name` defines `function` at its top level (read from its source, nothing imported)."""
+        path = self.module_file(name)
+        if path is None:
+            return False
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+        return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+                   for node in tree.body)
+
     def _with_parents(self, name: str) -> set[str]:
         """`name` and the packages above it that are modules of the roots (importing a.b.c runs a and a.b)."""
         parts = name.split(".")
@@ -169,6 +178,13 @@ def _project_graph(extra_top: str) -> SourceGraph:
 def step_code(module: str) -> StepCode:
     """The code of a step declared in module `module` (memoised per process: sources are read once)."""
     return _cached_step_code(module)
+
+
+def step_code_of(module: str, function: str) -> StepCode | None:
+    """The code of step function `module.function` as today's source has it; None when that source no longer
+    defines it. Nothing is imported (a step record names the function, and a record may not be larev's own)."""
+    graph = _project_graph(module.partition(".")[0])
+    return step_code(module) if graph.defines(module, function) else None
 
 
 @functools.cache

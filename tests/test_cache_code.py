@@ -233,3 +233,22 @@ def test_an_entry_reading_a_stale_steps_output_is_upstream_stale(tmp_path, prefe
     assert (unknown.status, unknown.step) == ("unverifiable", "planted-writer")
     summary = cache_audit.summary(store, cache_audit.verify(store))
     assert "2 current, 0 upstream-stale, 0 stale, 1 unverifiable" in summary  # both readers are current again
+
+
+def test_a_step_record_naming_a_module_is_read_not_imported(tmp_path, monkeypatch):
+    """verify reads today's code of the function a step record names from its source: a planted record cannot make
+    it import (run) a module, and a function the source no longer defines makes the entry stale."""
+    import sys
+
+    from tasks.cache import step_fingerprint
+
+    write_package(tmp_path, {"boom.py": "raise SystemExit('imported!')\n\ndef step():\n    pass\n"},
+                  name="plantboom")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = {"x": 1}
+    record = {"step": "s", "task": "plantboom.boom:step", "code": "old", "args": args, "modules": {}}
+    status = cache_audit.check_entry(step_fingerprint("s", "old", args), record)
+    assert status.status == "stale" and "+plantboom.boom" in status.changed_modules
+    assert "plantboom.boom" not in sys.modules
+    gone = cache_audit.check_entry(step_fingerprint("s", "old", args), {**record, "task": "plantboom.boom:nothing"})
+    assert gone.status == "stale" and "no longer exists" in gone.why
