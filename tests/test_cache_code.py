@@ -146,7 +146,7 @@ def import_planted(tmp_path, monkeypatch, files: dict[str, str], name: str, *fun
     return pkg, ArtifactStore(tmp_path / "store"), found
 
 
-def test_a_planted_change_reruns_exactly_the_steps_that_use_it(tmp_path, prefect_harness, monkeypatch):
+def test_a_planted_change_reruns_exactly_the_steps_that_use_it(tmp_path, prefect_harness, monkeypatch, capsys):
     pkg, store, (step_a, step_b) = import_planted(tmp_path, monkeypatch, PLANTED_STEPS, "plantcache",
                                                   "step_a.step_a", "step_b.step_b")
 
@@ -166,6 +166,11 @@ def test_a_planted_change_reruns_exactly_the_steps_that_use_it(tmp_path, prefect
 
     statuses = {(s.step, s.status): s for s in cache_audit.verify(store)}
     assert set(statuses) == {("planted-a", "current"), ("planted-a", "stale"), ("planted-b", "current")}
+    from flows.cli import main
+
+    assert main(["cache", "verify", "--store", str(store.root)]) == 0  # what a user runs
+    printed = capsys.readouterr().out
+    assert "3 cached step entries" in printed and "planted-a" in printed and "plantcache.helpers.deep" in printed
     assert statuses[("planted-a", "stale")].changed_modules == ["plantcache.helpers.deep"]
     gone = cache_audit.prune(store, list(statuses.values()))
     assert gone["entries"] == 1

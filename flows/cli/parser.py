@@ -133,7 +133,8 @@ def _server_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default="auto",
                    help="Prefect API (default: %(default)s): auto (PREFECT_API_URL when set, else local), local (the "
                         "background server with the UI on 127.0.0.1:4200, or the port LAREV_SERVER_PORT names, started "
-                        "if down: every run shows up in the UI), temporary (a throwaway server that lives as long as the command), or an API URL")
+                        "if down: every run shows up in the UI), temporary (a throwaway server that lives as long as "
+                        "the command), or an API URL")
 
 
 def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentParser:
@@ -284,8 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cache = sub.add_parser("cache", help="the step cache of an artifact store").add_subparsers(dest="cache",
                                                                                                 required=True)
-    verify = cache.add_parser("verify", help="which cached step entries today's code still reaches: current, stale "
-                                             "(the step reruns; the modules that changed), unverifiable")
+    verify = cache.add_parser("verify", help="which cached step entries today's code still reaches: current, "
+                                             "upstream-stale (reads a stale step's output), stale (the step reruns; "
+                                             "the modules that changed), unverifiable (no step record)")
     verify.add_argument("--store", default=".larev/store",
                         help="artifact store: a local path or s3://bucket/prefix (default: %(default)s)")
     verify.add_argument("--prune", action="store_true",
