@@ -175,9 +175,10 @@ def _project_graph(extra_top: str) -> SourceGraph:
     return SourceGraph({top: path for top in tops if (path := top_level_source(top)) is not None})
 
 
+@functools.cache
 def step_code(module: str) -> StepCode:
     """The code of a step declared in module `module` (memoised per process: sources are read once)."""
-    return _cached_step_code(module)
+    return _project_graph(module.partition(".")[0]).step_code(module, larev_version())
 
 
 def step_code_of(module: str, function: str) -> StepCode | None:
@@ -187,12 +188,7 @@ def step_code_of(module: str, function: str) -> StepCode | None:
     return step_code(module) if graph.defines(module, function) else None
 
 
-@functools.cache
-def _cached_step_code(module: str) -> StepCode:
-    return _project_graph(module.partition(".")[0]).step_code(module, larev_version())
-
-
 def forget() -> None:
     """Drop the memoised graphs and digests (tests that edit source files and read them again)."""
     _project_graph.cache_clear()
-    _cached_step_code.cache_clear()
+    step_code.cache_clear()

@@ -184,14 +184,15 @@ def test_a_stale_server_pid_file_does_not_keep_the_local_server_down(tmp_path, m
     its output goes to a log file, not to a pipe of the process that started it (Prefect's `--background`
     did that, and the server died of a broken pipe at its first logged error once that process had exited)."""
     from flows.server import start_local_server
-    from tests.service.conftest import _free_port, _up
+    from tests.isolation import free_port
+    from tests.service.conftest import _up
 
     home = tmp_path / "prefect-home"
     home.mkdir()
     (home / "server.pid").write_text("999999")  # no such process
     monkeypatch.setenv("PREFECT_HOME", str(home))
     monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    port = _free_port()
+    port = free_port()
     try:
         api_url = start_local_server(port=port, wait_s=60)  # None if it never came up
         assert api_url == f"http://127.0.0.1:{port}/api" and _up(api_url)
