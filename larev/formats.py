@@ -19,6 +19,11 @@ def rationale_input(rationale: str, baseline: str) -> str:
     return f"rationale: {rationale.strip()} baseline: {baseline.strip()}"
 
 
+def rationale_only_input(rationale: str) -> str:
+    """Input of the `r_only` control evaluator (LAREV's controls): the rationale r without b."""
+    return f"rationale: {rationale.strip()}"
+
+
 def target_text(label: str) -> str:
     """Decoder target: the label's text itself (NLI relation name or the answer string)."""
     return label.strip()

@@ -7,7 +7,8 @@ import math
 
 import polars as pl
 
-from larev.metrics.scores import DEGRADED, separations
+from larev.data.variants import VARIANTS
+from larev.metrics.scores import DEGRADED, ZERO_POINT, separations, unread_variants
 
 
 def _fmt(x) -> str:
@@ -58,8 +59,47 @@ def separation_table(summary: pl.DataFrame) -> pl.DataFrame:
     for metric in summary["metric"].unique(maintain_order=True).to_list():
         seps = separations(summary, metric)
         if seps:
-            rows.append({"metric": metric, **seps})
+            rows.append({"metric": metric, **seps, "unread": ", ".join(unread_variants(summary, metric)) or "-"})
     return pl.DataFrame(rows) if rows else pl.DataFrame({"metric": []}, schema={"metric": pl.String})
+
+
+def variant_table(summary: pl.DataFrame) -> pl.DataFrame:
+    """What each metric says of each built-in variant, one row per (metric, variant): the score, the reading
+    evaluator's accuracy beside chance and whether it reads the variant at all, the share of rows below log(1/K),
+    the score with log p clipped at log(1/K), and the score relative to `empty` (the metric's zero point)."""
+    if "reads" not in summary.columns:
+        return pl.DataFrame()
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    part = summary.filter(pl.col("source").is_in(VARIANTS)).with_columns(
+        __order=pl.col("source").replace_strict(order, default=len(order), return_dtype=pl.Int32))
+    metrics = summary["metric"].unique(maintain_order=True).to_list()
+    part = part.with_columns(__metric=pl.col("metric").replace_strict(
+        {m: i for i, m in enumerate(metrics)}, return_dtype=pl.Int32)).sort("__metric", "__order")
+    return part.select("metric", pl.col("source").alias("variant"), "score", "score_vs_empty",
+                       pl.col("accuracy_with").alias("accuracy"), "chance",
+                       pl.col("reads").replace_strict({True: "yes", False: "no (chance)"}, default="n/a",
+                                                      return_dtype=pl.String).alias("reads"),
+                       "below_chance", "score_clipped", "n")
+
+
+def reading_sentences(summary: pl.DataFrame) -> list[str]:
+    """One plain sentence per metric on what its numbers show: the scores of gold and of the rationales that say
+    nothing about the instance, relative to its zero point (no rationale), and the variants it reads at chance."""
+    out = []
+    for metric in summary["metric"].unique(maintain_order=True).to_list():
+        part = {r["source"]: r for r in summary.filter(pl.col("metric") == metric).iter_rows(named=True)}
+        if "gold" not in part or ZERO_POINT not in part or part["gold"].get("score_vs_empty") is None:
+            continue
+        shown = [v for v in ("gold", "borrowed", "vacuous", "leaky", "borrowed_other") if v in part]
+        values = ", ".join(f"{v} {part[v]['score_vs_empty']:+.3f}" for v in shown)
+        sentence = f"{metric.upper()}: relative to no rationale (empty, {part[ZERO_POINT]['score']:.3f}), {values}"
+        unread = unread_variants(summary, metric)
+        if unread:
+            sentence += (f"; its evaluator reads {', '.join(unread)} at chance, so a separation from "
+                         f"{'it' if len(unread) == 1 else 'them'} says it cannot read the text, not that the text "
+                         "holds less")
+        out.append(sentence + ".")
+    return out
 
 
 LEAKY_BASELINE_ACCURACY = 0.95
@@ -84,6 +124,16 @@ def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = No
     parts = [f"# {title}", ""]
     if meta:
         parts += [f"- **{k}**: {v}" for k, v in meta.items()] + [""]
+    variants = variant_table(summary)
+    if variants.height:
+        parts += ["## What each metric says of each rationale variant", "",
+                  "`score` in nats (REV, LAREV, RORA) or accuracy gain (RQ, LAS); `score_vs_empty`: minus the "
+                  "same metric's score with no rationale (its zero point: a rationale that adds nothing scores about "
+                  "0 there); `accuracy` of the evaluator that reads the rationale, against `chance` (mean 1/K); "
+                  "`reads`: accuracy outside chance +- a 95 % binomial margin; `below_chance`: share of rows where "
+                  "that evaluator gives the label less than 1/K; `score_clipped`: the score with log p clipped at "
+                  "log(1/K), so a confidently wrong reading counts as none.", "",
+                  markdown_table(variants), "", *[f"- {s}" for s in reading_sentences(summary)], ""]
     parts += ["## Scores per rationale source", "",
               "`score` is the mean pointwise score: in nats for REV (eq. 6), LAREV (eq. 4.4) and RORA (eq. 10); an "
               "accuracy difference for RQ, and for LAS the macro-average of the accuracy gain over leaking and "
@@ -95,7 +145,9 @@ def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = No
     if seps.width > 1:
         parts += ["## Separations (gold minus degraded variant)", "",
                   "A useful metric scores the gold rationale above every degraded one: all positive, larger is "
-                  "better. `vacuous` is the baseline itself, so it should score near 0.", "",
+                  "better. `vacuous` is the baseline itself, so it should score near 0. SUM adds the thesis's three "
+                  "(leaky, gold_leaky, vacuous); SUM_read only those the evaluator reads (`unread`: read at chance, "
+                  "flagged, not counted).", "",
                   markdown_table(seps), ""]
     notes = diagnose(summary)
     if notes:

@@ -21,7 +21,7 @@ from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
-from tasks.rev import score_with_estimator
+from tasks.rev import score_with_estimator, train_model
 from tasks.training import (load_tokenizer, put_evaluator, split_train_validation,
                             train_val_examples, training_frame)
 
@@ -131,7 +131,9 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
 
 
 class LeakageAware:
-    """LAREV: phi_LA (and its ablations, `larev_<ablation>`), scored with REV's estimator against REV's phi_base."""
+    """LAREV: phi_LA (and its ablations, `larev_<ablation>`), scored with REV's estimator against REV's phi_base;
+    with `larev.controls`, the controls (`control_<name>`) scored the same way: erm_envs (the erm_envs ablation's
+    phi_LA), phi (REV's phi in phi_LA's place) and r_only (an evaluator trained on r alone)."""
 
     name = "larev"
 
@@ -140,8 +142,9 @@ class LeakageAware:
 
     @staticmethod
     def model_names(models: dict[str, ArtifactRef]) -> list[str]:
-        """The phi_LA models among a run's models: `larev` and `larev_<ablation>`."""
-        return [k for k in models if k == "larev" or k.startswith("larev_")]
+        """The models scored with LAREV's estimator among a run's models: `larev`, `larev_<ablation>` and the
+        controls, `control_<name>`."""
+        return [k for k in models if k == "larev" or k.startswith(("larev_", "control_"))]
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
         cfg, steps = run.params.larev, run.steps
@@ -151,14 +154,26 @@ class LeakageAware:
                          cfg.antonyms)
         probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
         phi_las = {}
-        for ablation in [None, *cfg.ablations]:
+        trained_ablations = [*cfg.ablations, *(["erm_envs"] if "erm_envs" in cfg.controls
+                                               and "erm_envs" not in cfg.ablations else [])]
+        for ablation in [None, *trained_ablations]:
             name = "larev" if ablation is None else f"larev_{ablation}"
             phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
                                       cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
                                       start_from=None if cfg.la_start == "fresh" else models["phi"],
                                       min_steps=cfg.la_min_steps, label_edits=cfg.label_edits,
                                       la_start=cfg.la_start)
-        return Trained(models={**phi_las, "probe": probe}, tables={**terms, "environments": envs},
+        controls = {}
+        if "erm_envs" in cfg.controls:
+            controls["control_erm_envs"] = phi_las["larev_erm_envs"]
+            if "erm_envs" not in cfg.ablations:
+                del phi_las["larev_erm_envs"]  # trained for the control only: scored once, as control_erm_envs
+        if "phi" in cfg.controls:
+            controls["control_phi"] = models["phi"]
+        if "r_only" in cfg.controls:
+            controls["control_r_only"] = steps.run(train_model, "r_only", run.examples, run.baselines, run.tokenizer,
+                                                   run.params.model, run.params.train, step_label="train-r_only")
+        return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs},
                        report_models=phi_las)
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:

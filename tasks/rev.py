@@ -26,7 +26,8 @@ from tasks.training import load_tokenizer, put_evaluator, split_train_validation
 def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baselines: ArtifactRef,
                 tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                 progress: bool = True) -> ArtifactRef:
-    """Train one evaluator (phi_base on b, or phi on [r, b]) and save it with its configs and history."""
+    """Train one evaluator (phi_base on b, phi on [r, b], or LAREV's r_only control on r) and save it with its
+    configs and history."""
     tr, val = split_train_validation(training_frame(store, examples, baselines))
     ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
     with epoch_checkpoints(store, role, train.epochs) as checkpoints:

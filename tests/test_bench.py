@@ -17,14 +17,72 @@ def test_results_layout():
                          "accuracy_base": 0.5, "n": 10})
     summary = pl.DataFrame(rows)
     results = quality_results(summary, n_test=10, seconds=12.34)
-    assert set(results) == {"scores", "accuracy", "separations", "n_test", "seconds"}
+    assert set(results) == {"scores", "accuracy", "chance", "reads", "below_chance", "score_clipped",
+                            "score_vs_empty", "separations", "unread", "n_test", "seconds"}
     assert results["scores"]["larev"] == {"gold": 3.0, "leaky": 1.5, "gold_leaky": 2.5, "vacuous": 1.0}
     assert results["accuracy"]["rev"]["vacuous"] == 0.5
     assert results["separations"]["rev"] == pytest.approx(
         {"gold-leaky": 1.5, "gold-gold_leaky": 0.5, "gold-vacuous": 2.0, "SUM": 4.0})
     assert results["n_test"] == 10 and results["seconds"] == 12.3
     md = quality_markdown(summary, results, title="t")
-    assert "| larev | 3.000 | 1.500 | 2.500 | 1.000 |" in md
+    assert "| larev | gold | 3.000 | n/a | 0.900 | n/a | n/a | n/a | n/a |" in md  # no n_labels: figures unknown
+    assert md.index("## What each metric says") < md.index("## Separations")
+
+
+def _control_scores(shift: float) -> pl.DataFrame:
+    """Score rows of larev and two controls over 40 examples, K = 3: control_phi equals larev, control_r_only is
+    larev shifted by `shift` on gold only."""
+    rows = []
+    for metric, gold_shift in (("larev", 0.0), ("control_phi", 0.0), ("control_r_only", shift)):
+        for i in range(40):
+            for k, (source, logp, correct) in enumerate((("gold", -0.2 + gold_shift, i < 36),
+                                                         ("borrowed", -0.3, i < 35), ("empty", -0.9, i < 20),
+                                                         ("leaky", -3.0, i < 13))):
+                noise = (i * (k + 1) % 5) * 0.02
+                rows.append({"id": f"e{i}", "metric": metric, "source": source, "label": "y",
+                             "logp_with": logp + noise, "logp_base": -0.1, "score": logp + noise + 0.1,
+                             "correct_with": correct, "correct_base": True, "aggregate": "mean", "n_labels": 3})
+    return pl.DataFrame(rows)
+
+
+def test_controls_go_apart_and_the_report_says_which_match():
+    from larev.metrics.bootstrap import bootstrap_intervals
+    from larev.metrics.scores import summarise
+
+    scores = _control_scores(-1.0)
+    summary = summarise(scores)
+    results = quality_results(summary, n_test=40, seconds=1.0, intervals=bootstrap_intervals(scores, n_boot=200))
+    assert set(results["scores"]) == {"larev"}
+    assert set(results["controls"]) == {"phi", "r_only"}
+    phi, r_only = results["controls"]["phi"], results["controls"]["r_only"]
+    assert phi["scores"] == pytest.approx(results["scores"]["larev"])
+    assert phi["separations"] == pytest.approx(results["separations"]["larev"])
+    assert r_only["separations"]["gold-borrowed"] == pytest.approx(results["separations"]["larev"]["gold-borrowed"]
+                                                                   - 1.0)
+    assert results["unread"]["larev"] == ["leaky"]  # 13 of 40 right at K = 3: chance
+    md = quality_markdown(summary, results, title="t")
+    assert "## LAREV against its controls" in md
+    assert "Control phi matches LAREV on gold-borrowed, gold-leaky, gold-empty, SUM" in md
+    assert "Control r_only matches LAREV on gold-leaky" not in md  # its gold is 1 nat lower: every separation
+    assert "Control r_only differs from LAREV on every one of" in md
+
+
+def test_controls_combine_over_seeds():
+    from larev.bench.quality import combine_seeds, seeds_markdown
+    from larev.metrics.scores import summarise
+
+    per_seed = {s: quality_results(summarise(_control_scores(shift)), n_test=40, seconds=1.0)
+                for s, shift in ((0, -1.0), (1, -0.5))}
+    combined = combine_seeds(per_seed)
+    r_only = combined["controls"]["r_only"]
+    larev = combined["separations"]["larev"]["gold-borrowed"]
+    assert r_only["separations"]["gold-borrowed"] == pytest.approx(larev - 0.75)  # minus the mean shift
+    assert r_only["seed_sd"]["gold-borrowed"] == pytest.approx(0.5 / 2 ** 0.5)
+    assert r_only["per_seed"]["1"]["separations"]["gold-borrowed"] == pytest.approx(larev - 0.5)
+    assert combined["controls"]["phi"]["seed_sd"]["gold-borrowed"] == pytest.approx(0.0)
+    assert combined["reads"]["larev"]["leaky"] == 0.0 and combined["unread"]["larev"] == ["leaky"]
+    md = seeds_markdown(combined, title="t")
+    assert f"| control r_only | {larev - 0.75:.3f} ± 0.354 |" in md
 
 
 def test_undefined_las_is_null_in_results():

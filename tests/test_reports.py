@@ -16,7 +16,8 @@ def _summary(acc_base: float) -> pl.DataFrame:
 def test_markdown_table_and_separations():
     assert markdown_table(pl.DataFrame({"a": ["x"], "b": [0.12345]})) == "| a | b |\n| --- | --- |\n| x | 0.123 |"
     seps = separation_table(_summary(0.5)).row(0, named=True)
-    assert seps == {"metric": "rev", "gold-leaky": 1.0, "gold-gold_leaky": 0.25, "gold-vacuous": 0.5, "SUM": 1.75}
+    assert seps == {"metric": "rev", "gold-leaky": 1.0, "gold-gold_leaky": 0.25, "gold-vacuous": 0.5, "SUM": 1.75,
+                    "unread": "-"}  # a summary without `reads` (written before it existed) flags nothing
 
 
 def test_leaky_baseline_is_flagged_only_when_the_baseline_reads_the_label():

@@ -7,7 +7,8 @@ import pytest
 
 from larev.errors import ConfigError, InputError
 from larev.schema import RATIONALE_SCHEMA, validate_examples, validate_rationales
-from larev.data.variants import LEAKY_TEMPLATE, VARIANTS, combine_rationale_sets, make_variants
+from larev.data.variants import (LEAKY_TEMPLATE, THESIS_VARIANTS, VARIANTS, borrowed_from, combine_rationale_sets,
+                                 make_variants)
 
 
 @pytest.fixture
@@ -26,8 +27,17 @@ def baselines() -> pl.DataFrame:
     return pl.DataFrame({"id": ["b", "a"], "baseline": ["B-base.", "A-base."], "baseline_backend": ["x", "x"]})
 
 
-def test_all_variants_exact(examples, baselines):
+def test_all_variants_exact(examples, baselines, caplog):
     out = make_variants(examples, baselines)
+    assert out.filter(pl.col("source") == "borrowed").is_empty()  # each label has one example: no donor
+    assert "'borrowed': 2 of 2 examples have no donor" in caplog.text
+    assert out.filter(pl.col("source").is_in(["borrowed_other", "empty"])).rows() == [
+        ("a", "borrowed_other", "Sleeping is not running.", "entailment"),  # the only other-label example
+        ("b", "borrowed_other", "The surf is at a beach. ", "contradiction"),
+        ("a", "empty", "", "entailment"),
+        ("b", "empty", "", "contradiction"),
+    ]
+    out = out.filter(pl.col("source").is_in(THESIS_VARIANTS))
     assert out.schema == pl.Schema(RATIONALE_SCHEMA)
     assert out.rows() == [
         ("a", "gold", "The surf is at a beach. ", "entailment"),
@@ -40,7 +50,45 @@ def test_all_variants_exact(examples, baselines):
         ("b", "vacuous", "B-base.", "contradiction"),
     ]
     assert LEAKY_TEMPLATE.format(label="neutral") == "The answer is neutral."
-    assert VARIANTS == ("gold", "leaky", "gold_leaky", "vacuous")
+    assert VARIANTS == ("gold", "leaky", "gold_leaky", "vacuous", "borrowed", "borrowed_other", "empty")
+
+
+def test_borrowed_is_a_seeded_derangement_within_each_label():
+    labels = ["e", "n", "e", "c", "e", "n", "c", "c", "e"]
+    for seed in range(20):
+        donors = borrowed_from(labels, same_label=True, seed=seed)
+        assert all(d is not None and d != i and labels[d] == labels[i] for i, d in enumerate(donors))
+        assert sorted(donors) == list(range(len(labels)))  # every rationale lent exactly once
+        other = borrowed_from(labels, same_label=False, seed=seed)
+        assert all(labels[d] != labels[i] for i, d in enumerate(other))
+    assert borrowed_from(labels, same_label=True, seed=3) == borrowed_from(labels, same_label=True, seed=3)
+    draws = {tuple(borrowed_from(labels, same_label=True, seed=s)) for s in range(20)}
+    assert len(draws) > 1  # the seed matters
+    # Sattolo draws one cycle per label: the four 'e' rows form a single 4-cycle, never two swaps
+    donors = borrowed_from(labels, same_label=True, seed=0)
+    row, seen = 0, []
+    while row not in seen:
+        seen.append(row)
+        row = donors[row]
+    assert sorted(seen) == [0, 2, 4, 8]
+    assert borrowed_from(["e", "e"], same_label=False) == [None, None]
+    assert borrowed_from(["e", "n"], same_label=True) == [None, None]
+
+
+def test_borrowed_rows_carry_their_own_label_and_another_rationale():
+    ex = validate_examples(pl.DataFrame({
+        "id": [f"x{i}" for i in range(6)], "premise": ["p"] * 6, "hypothesis": ["h"] * 6,
+        "label": ["entailment", "neutral", "entailment", "neutral", "entailment", "contradiction"],
+        "rationale": [f"r{i}" for i in range(6)]}), task="nli", default_split="test")
+    out = make_variants(ex, pl.DataFrame(schema={"id": pl.String, "baseline": pl.String}),
+                        ["borrowed", "borrowed_other"])
+    borrowed = out.filter(pl.col("source") == "borrowed")
+    assert borrowed["id"].to_list() == ["x0", "x1", "x2", "x3", "x4"]  # x5 is the only contradiction
+    owner = {f"r{i}": y for i, y in enumerate(ex["label"])}
+    for row in borrowed.iter_rows(named=True):
+        assert row["rationale"] != f"r{row['id'][1:]}" and owner[row["rationale"]] == row["label"]
+    for row in out.filter(pl.col("source") == "borrowed_other").iter_rows(named=True):
+        assert owner[row["rationale"]] != row["label"]
 
 
 def test_subset_and_order(examples, baselines):
@@ -67,7 +115,7 @@ def test_missing_inputs(examples, baselines):
 
 
 def test_variants_pass_rationale_validation(examples, baselines):
-    out = make_variants(examples, baselines)
+    out = make_variants(examples, baselines, [v for v in VARIANTS if v != "empty"])  # a user file may not be empty
     assert validate_rationales(out, examples).equals(out)
 
 

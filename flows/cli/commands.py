@@ -178,6 +178,8 @@ def bench_quality(args) -> int:
 
     if args.metrics is not None and args.params is not None:
         args.params = with_metrics(args.params, args.metrics)
+    if getattr(args, "controls", False) and args.params is not None:
+        args.params = with_controls(args.params)
     out = Path(args.out)
     if args.params is not None and not args.from_run:
         args.params = with_answer_masked_copies(args.params, out)
@@ -236,6 +238,15 @@ def bench_human(args) -> int:
     _wait_for_api(args)
     _run_human(args, args.run, args.annotations, Path(args.out))
     return 0
+
+
+def with_controls(params):
+    """The pipeline parameters with every LAREV control switched on (`bench quality --controls`)."""
+    from larev.methods.leakage_aware.config import CONTROLS
+
+    if not params.larev.enabled:
+        raise SystemExit("error: --controls are LAREV's controls; they need the larev metric (--metrics ...,larev)")
+    return params.model_copy(update={"larev": params.larev.model_copy(update={"controls": list(CONTROLS)})})
 
 
 def with_metrics(params, metrics: list[str]):

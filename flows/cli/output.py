@@ -9,10 +9,18 @@ from pathlib import Path
 def print_results(run_dir: str, steps=None, seconds: float | None = None) -> None:
     import polars as pl
 
-    from larev.reports import diagnose, separation_table
+    from larev.reports import diagnose, reading_sentences, separation_table, variant_table
 
     summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
-    with pl.Config(tbl_rows=50, tbl_hide_dataframe_shape=True, float_precision=3, tbl_hide_column_data_types=True):
+    with pl.Config(tbl_rows=80, tbl_hide_dataframe_shape=True, float_precision=3, tbl_hide_column_data_types=True,
+                   tbl_width_chars=160):
+        variants = variant_table(summary)
+        if variants.height:
+            print("\nWhat each metric says of each rationale variant (score_vs_empty: minus its score with no "
+                  "rationale; reads: the evaluator's accuracy is outside chance; report.md explains each column):")
+            print(variants)
+            for sentence in reading_sentences(summary):
+                print(f"  {sentence}")
         print("\nScores (nats for REV, LAREV, RORA; accuracy differences for RQ, LAS; accuracy of the evaluator with "
               "/ without the rationale):")
         print(summary)

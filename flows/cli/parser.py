@@ -221,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="train and score only these metrics' steps, comma-separated from rev, larev, rora, rq, "
                               "las (default: all). REV always runs (LAREV is scored against its phi_base); rora, rq "
                               "and las share RORA's models, so naming one runs all three")
+    quality.add_argument("--controls", action="store_true",
+                         help="also train and score LAREV's controls with its estimator, same seeds: erm_envs (phi_LA "
+                              "by ERM over the same environments, no IRM, no probe), phi (REV's phi in phi_LA's "
+                              "place) and r_only (an evaluator reading r without b); results.json's `controls`")
     quality.add_argument("--first-seed", type=_at_least(0), default=0,
                          help="the first seed offset (default: %(default)s): --first-seed 3 --seeds 2 adds seeds 3 "
                               "and 4 to a study in the same OUT; results.json covers every seed-<i> there")

@@ -1,7 +1,12 @@
 """`larev bench quality`: the machine-readable results of one run of the whole protocol.
 
 results.json = {"scores": {METRIC: {VARIANT: float}}, "accuracy": {METRIC: {VARIANT: float}},
-                "separations": {METRIC: {"gold-leaky": ..., "SUM": ...}}, "n_test": int, "seconds": float}
+                "chance", "reads", "below_chance", "score_clipped", "score_vs_empty": {METRIC: {VARIANT: ...}},
+                "separations": {METRIC: {"gold-leaky": ..., "SUM": ..., "SUM_read": ...}},
+                "unread": {METRIC: [VARIANT]}, "n_test": int, "seconds": float}
+(larev/metrics/scores.py says what each reading figure means). With `--controls`, LAREV's controls (metrics named
+control_NAME) are kept apart from the metrics: "controls": {NAME: {"scores", "accuracy", ..., "separations",
+"unread"}}, the same figures.
 With the stress tests (`larev ftc` / `larev addtext` on the gold rationales), also
 "ftc": {"task_model", "extractor", "alpha", "n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl",
         "ftc_wasserstein", "by_case": {CASE: {...}}, "unextracted_reasons": {REASON: int}} and
@@ -30,25 +35,46 @@ import polars as pl
 from pydantic import BaseModel
 
 from larev.metrics.bootstrap import bootstrap_intervals
-from larev.metrics.scores import VARIANTS, separations
+from larev.metrics.scores import VARIANTS, separations, unread_variants
 from larev.reports import json_number, markdown_table, separation_plot, separation_table, with_interval
 
 
-SEPARATION_COLUMNS = ["gold-leaky", "gold-gold_leaky", "gold-vacuous", "SUM"]  # results.md's separation columns
+# results.md's separation columns
+SEPARATION_COLUMNS = ["gold-leaky", "gold-gold_leaky", "gold-vacuous", "SUM", "SUM_read", "gold-borrowed",
+                      "gold-borrowed_other", "gold-empty"]
+THESIS_COLUMNS = ["gold-leaky", "gold-gold_leaky", "gold-vacuous"]  # "positive in every seed" is asked of these
+# results.json's per-variant figures: its key -> the summary column
+FIGURES = {"scores": "score", "accuracy": "accuracy_with", "chance": "chance", "reads": "reads",
+           "below_chance": "below_chance", "score_clipped": "score_clipped", "score_vs_empty": "score_vs_empty"}
+CONTROL_PREFIX = "control_"
+
+
+def _figure(value):
+    return value if isinstance(value, bool) else json_number(value)
 
 
 def quality_results(summary: pl.DataFrame, *, n_test: int, seconds: float | None,
                     intervals: pl.DataFrame | None = None) -> dict:
-    """results.json's content from a run's summary (metric, source, score, accuracy_with, ...) and, when given,
-    the bootstrap intervals (`larev.metrics.bootstrap.bootstrap_intervals`)."""
-    scores: dict[str, dict[str, float | None]] = {}
-    accuracy: dict[str, dict[str, float | None]] = {}
+    """results.json's content from a run's summary (larev.metrics.scores.summarise) and, when given, the
+    bootstrap intervals (`larev.metrics.bootstrap.bootstrap_intervals`). Metrics named control_NAME go to
+    "controls"."""
+    figures: dict[str, dict] = {key: {} for key in FIGURES}
     for row in summary.filter(pl.col("source").is_in(VARIANTS)).iter_rows(named=True):
-        scores.setdefault(row["metric"], {})[row["source"]] = json_number(row["score"])
-        accuracy.setdefault(row["metric"], {})[row["source"]] = json_number(row["accuracy_with"])
-    seps = {m: {k: json_number(v) for k, v in separations(summary, m).items()} for m in scores}
-    out = {"scores": scores, "accuracy": accuracy, "separations": seps, "n_test": n_test,
-           "seconds": None if seconds is None else round(seconds, 1)}
+        for key, column in FIGURES.items():
+            figures[key].setdefault(row["metric"], {})[row["source"]] = _figure(row.get(column))
+    metrics = list(figures["scores"])
+    seps = {m: {k: json_number(v) for k, v in separations(summary, m).items()} for m in metrics}
+    unread = {m: unread_variants(summary, m) for m in metrics}
+    out = {**{key: {m: v for m, v in table.items() if not m.startswith(CONTROL_PREFIX)}
+              for key, table in figures.items()},
+           "separations": {m: v for m, v in seps.items() if not m.startswith(CONTROL_PREFIX)},
+           "unread": {m: v for m, v in unread.items() if not m.startswith(CONTROL_PREFIX)},
+           "n_test": n_test, "seconds": None if seconds is None else round(seconds, 1)}
+    controls = {m[len(CONTROL_PREFIX):]: {**{key: figures[key][m] for key in FIGURES}, "separations": seps[m],
+                                          "unread": unread[m]}
+                for m in metrics if m.startswith(CONTROL_PREFIX)}
+    if controls:
+        out["controls"] = controls
     if intervals is not None:
         out["intervals"] = {}
         for row in intervals.iter_rows(named=True):
@@ -79,30 +105,134 @@ def stress_results(ftc: dict | None, shift: pl.DataFrame | None, *, source: str 
     return out
 
 
+def _fmt(value) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no (chance)"
+    return f"{value:.3f}"
+
+
+def _reads_cell(value) -> str:
+    """`reads` of one run (a bool) or the share of seeds that read the variant (a mean over seeds)."""
+    if value is None or isinstance(value, bool):
+        return _fmt(value)
+    return "yes" if value == 1 else "no (chance)" if value == 0 else f"in {value:.0%} of seeds"
+
+
+def variant_figures_table(results: dict, metrics: list[str], *, cell=None) -> pl.DataFrame:
+    """The per-variant table of results.json (metric and control rows): score, score_vs_empty, accuracy, chance,
+    reads, below_chance, score_clipped. `cell(metric, variant, value, key)` formats a number (default 3
+    decimals); a control is named control_NAME and read from results["controls"]."""
+    cell = cell or (lambda m, v, value, key: _fmt(value))
+    rows = []
+    for m in metrics:
+        block = results["controls"][m[len(CONTROL_PREFIX):]] if m.startswith(CONTROL_PREFIX) else \
+            {key: results.get(key, {}).get(m, {}) for key in FIGURES}
+        for v in VARIANTS:
+            if v not in block["scores"]:
+                continue
+            rows.append({"metric": m, "variant": v,
+                         **{key: cell(m, v, block.get(key, {}).get(v), key)
+                            for key in ("scores", "score_vs_empty", "accuracy", "chance")},
+                         "reads": _reads_cell(block.get("reads", {}).get(v)),
+                         **{key: cell(m, v, block.get(key, {}).get(v), key) for key in ("below_chance",
+                                                                                         "score_clipped")}})
+    return pl.DataFrame(rows).rename({"scores": "score"}) if rows else pl.DataFrame()
+
+
+def results_sentences(results: dict) -> list[str]:
+    """One plain sentence per metric from results.json: gold and the rationales that say nothing about the
+    instance, relative to no rationale, and the variants read at chance."""
+    out = []
+    for m, rel in results.get("score_vs_empty", {}).items():
+        if rel.get("gold") is None:
+            continue
+        shown = [v for v in ("gold", "borrowed", "vacuous", "leaky", "borrowed_other") if rel.get(v) is not None]
+        sentence = (f"{m.upper()}: relative to no rationale (empty, {results['scores'][m]['empty']:.3f}), "
+                    + ", ".join(f"{v} {rel[v]:+.3f}" for v in shown))
+        unread = results.get("unread", {}).get(m) or []
+        if unread:
+            sentence += f"; reads {', '.join(unread)} at chance (separations from them flagged)"
+        out.append(sentence + ".")
+    return out
+
+
+CONTROL_QUANTITIES = ["gold-borrowed", "gold-leaky", "gold-vacuous", "gold-empty", "SUM"]
+
+
+def control_sentences(results: dict, spread: dict[str, float]) -> list[str]:
+    """In words, where a control matches LAREV: per separation of CONTROL_QUANTITIES, the control's value lies
+    within `spread[quantity]` of LAREV's (the half-width of LAREV's 95 % bootstrap interval for one seed, two
+    seed sds over seeds)."""
+    larev = results.get("separations", {}).get("larev", {})
+    out = []
+    for name, block in results.get("controls", {}).items():
+        matched = [q for q in CONTROL_QUANTITIES if larev.get(q) is not None and block["separations"].get(q)
+                   is not None and spread.get(q) is not None
+                   and abs(block["separations"][q] - larev[q]) <= spread[q] + 1e-9]
+        if matched:
+            basis = "two seed sds of LAREV's" if "seeds" in results else "the half-width of LAREV's 95 % interval"
+            out.append(f"Control {name} matches LAREV on {', '.join(matched)} (within {basis}): there, LAREV's "
+                       "phi_LA does no more than the control.")
+        else:
+            out.append(f"Control {name} differs from LAREV on every one of {', '.join(CONTROL_QUANTITIES)}.")
+    return out
+
+
+def controls_table(results: dict, *, cell=None) -> pl.DataFrame:
+    """LAREV's separations beside each control's (CONTROL_QUANTITIES)."""
+    cell = cell or (lambda m, q, value: _fmt(value))
+    rows = [{"evaluator": "larev", **{q: cell("larev", q, results["separations"].get("larev", {}).get(q))
+                                      for q in CONTROL_QUANTITIES}}]
+    rows += [{"evaluator": f"control {n}", **{q: cell(CONTROL_PREFIX + n, q, b["separations"].get(q))
+                                               for q in CONTROL_QUANTITIES}}
+             for n, b in results.get("controls", {}).items()]
+    return pl.DataFrame(rows)
+
+
 def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str:
-    """The score table (metric x variant), the separations with their sum (with 95 % intervals when the results
-    carry them), and the evaluator accuracies."""
+    """The per-variant table first (absolute scores, zero-relative scores, what the evaluator reads), one sentence
+    per metric, the controls, then the separations with their sum (95 % intervals when the results carry them)."""
     metrics = list(results["scores"])
     ci = results.get("intervals", {})
-    wide = pl.DataFrame([{"metric": m, **{v: with_interval(results["scores"][m].get(v), ci.get(m, {}).get(v))
-                                          for v in VARIANTS}} for m in metrics])
-    acc = pl.DataFrame([{"metric": m, **{v: results["accuracy"][m].get(v) for v in VARIANTS}} for m in metrics])
+    controls = [CONTROL_PREFIX + n for n in results.get("controls", {})]
+
+    def cell(m, v, value, key):
+        return with_interval(value, ci.get(m, {}).get(v)) if key == "scores" else _fmt(value)
+
     pairs = SEPARATION_COLUMNS
     seps = pl.DataFrame([{"metric": m, **{p: with_interval(results["separations"][m].get(p), ci.get(m, {}).get(p))
-                                          for p in pairs}} for m in metrics if results["separations"].get(m)])
+                                          for p in pairs}, "unread": ", ".join(results["unread"].get(m, [])) or "-"}
+                         for m in metrics if results["separations"].get(m)])
     seconds = results.get("seconds")
     note = " Brackets: paired bootstrap 95 % intervals over test examples." if ci else ""
-    return "\n".join([
-        f"# {title}", "",
-        f"{results['n_test']} test examples" + (f", {seconds:.0f} s." if seconds is not None else ".") + note, "",
-        "## Mean score per rationale variant", "",
-        "Nats for REV, LAREV and RORA; accuracy differences for RQ and LAS (LAS: nan = a group is empty).", "",
-        markdown_table(wide), "",
-        "## Separations: gold minus each degraded variant (all positive = the metric ranks gold first)", "",
-        markdown_table(seps) if seps.height else markdown_table(separation_table(summary)), "",
-        "## Accuracy of the evaluator that reads the rationale", "", markdown_table(acc), "",
-        *natural_leakage_markdown(results.get("natural_leakage", {})),
-        *leakage_markdown(results.get("leakage", {}))])
+    lines = [f"# {title}", "",
+             f"{results['n_test']} test examples" + (f", {seconds:.0f} s." if seconds is not None else ".") + note, "",
+             "## What each metric says of each rationale variant", "",
+             "score: nats for REV, LAREV and RORA, accuracy gain for RQ and LAS; score_vs_empty: minus the same "
+             "metric's score with no rationale (its zero point); accuracy of the evaluator that reads the rationale "
+             "against chance (mean 1/K); reads: accuracy outside chance +- a 95 % binomial margin; below_chance: "
+             "share of rows given less than 1/K; score_clipped: log p clipped at log(1/K).", "",
+             markdown_table(variant_figures_table(results, metrics + controls, cell=cell)), "",
+             *[f"- {s}" for s in results_sentences(results)], ""]
+    if controls:
+        def half_width(q):
+            interval = ci.get("larev", {}).get(q)
+            return None if not interval or interval[0] is None else (interval[1] - interval[0]) / 2
+
+        lines += ["## LAREV against its controls (same seed, same estimator)", "",
+                  markdown_table(controls_table(results, cell=lambda m, q, v: with_interval(
+                      v, ci.get(m, {}).get(q)))), "",
+                  *[f"- {s}" for s in control_sentences(results, {q: half_width(q) for q in CONTROL_QUANTITIES})],
+                  ""]
+    lines += ["## Separations: gold minus each other variant", "",
+              "SUM: the thesis's three (leaky, gold_leaky, vacuous), for comparison with the thesis; SUM_read: those "
+              "of the three the evaluator reads; unread: variants read at chance (flagged, not counted).", "",
+              markdown_table(seps) if seps.height else markdown_table(separation_table(summary)), "",
+              *natural_leakage_markdown(results.get("natural_leakage", {})),
+              *leakage_markdown(results.get("leakage", {}))]
+    return "\n".join(lines)
 
 
 def leakage_markdown(leakage: dict) -> list[str]:
@@ -336,23 +466,49 @@ def _combine(per_seed: list[dict]) -> tuple[dict, dict]:
     return means, sds
 
 
+def _combine_block(results: list[dict]) -> tuple[dict, dict]:
+    """Means over seeds of the per-variant figures and separations of one block (the metrics, or one control),
+    and the seed sds of the scores and separations ({METRIC: {QUANTITY: sd}})."""
+    out, sds = {}, {}
+    for key in (*FIGURES, "separations"):
+        out[key], sds[key] = _combine([r.get(key, {}) for r in results])
+    out["unread"] = {m: [v for v in VARIANTS if any(v in (r.get("unread", {}).get(m) or []) for r in results)]
+                     for m in out["scores"]}  # read at chance in at least one seed
+    seed_sd = {m: {**sds["scores"].get(m, {}), **sds["separations"].get(m, {})} for m in out["scores"]}
+    return out, seed_sd
+
+
 def combine_seeds(per_seed: dict[int, dict]) -> dict:
-    """One results.json over several seeds: scores, accuracy, separations and leakage as means over seeds, plus
-    "seeds", "per_seed" ({seed: {"scores", "separations", "leakage"}}), "seed_sd" ({METRIC: {QUANTITY: sd}}, the
-    sample sd over seeds of each variant's score and each separation: training variance, which the per-seed
-    bootstrap intervals do not cover) and "positive_in_every_seed" ({METRIC: {PAIR: bool}})."""
+    """One results.json over several seeds: every per-variant figure, separations and leakage as means over seeds
+    (`reads`: the share of seeds reading the variant; `unread`: the variants read at chance in at least one
+    seed), plus "seeds", "per_seed" ({seed: {"scores", "separations", "leakage"}}), "seed_sd" ({METRIC:
+    {QUANTITY: sd}}, the sample sd over seeds of each variant's score and each separation: training variance,
+    which the per-seed bootstrap intervals do not cover) and "positive_in_every_seed" ({METRIC: {PAIR: bool}}).
+    Controls the same way, each under "controls": {NAME: {..., "per_seed", "seed_sd"}}."""
     seeds = sorted(per_seed)
     results = [per_seed[s] for s in seeds]
-    scores, score_sd = _combine([r["scores"] for r in results])
-    accuracy, _ = _combine([r["accuracy"] for r in results])
-    seps, sep_sd = _combine([r["separations"] for r in results])
-    out = {"scores": scores, "accuracy": accuracy, "separations": seps, "n_test": results[0]["n_test"],
+    block, seed_sd = _combine_block(results)
+    seps = block["separations"]
+    out = {**block, "n_test": results[0]["n_test"],
            "seconds": round(sum(r.get("seconds") or 0 for r in results), 1), "seeds": seeds,
            "per_seed": {str(s): {k: r.get(k) for k in ("scores", "separations", "leakage")}
                         for s, r in zip(seeds, results)},
-           "seed_sd": {m: {**score_sd.get(m, {}), **sep_sd.get(m, {})} for m in scores},
+           "seed_sd": seed_sd,
            "positive_in_every_seed": {m: {p: all((r["separations"].get(m, {}).get(p) or 0) > 0 for r in results)
                                           for p in seps.get(m, {})} for m in seps}}
+    names = [n for n in results[0].get("controls", {}) if all(n in r.get("controls", {}) for r in results)]
+    if names:
+        out["controls"] = {}
+        for name in names:
+            blocks = [{key: {"c": r["controls"][name].get(key, {})} for key in (*FIGURES, "separations")}
+                      | {"unread": {"c": r["controls"][name].get("unread", [])}} for r in results]
+            combined, sd = _combine_block(blocks)
+            out["controls"][name] = {**{key: value.get("c", {}) if isinstance(value, dict) else value
+                                        for key, value in combined.items()},
+                                     "per_seed": {str(s): {"scores": r["controls"][name]["scores"],
+                                                           "separations": r["controls"][name]["separations"]}
+                                                  for s, r in zip(seeds, results)},
+                                     "seed_sd": sd.get("c", {})}
     if all("leakage" in r and "larev" in r["leakage"] for r in results):
         larev, _ = _combine([{"larev": {k: v for k, v in r["leakage"]["larev"].items() if not isinstance(v, str)}}
                              for r in results])
@@ -361,19 +517,31 @@ def combine_seeds(per_seed: dict[int, dict]) -> dict:
 
 
 def seeds_markdown(results: dict, *, title: str) -> str:
-    """results.md of a multi-seed run: mean ± sd over seeds, the per-seed separations, what the numbers cover."""
+    """results.md of a multi-seed run: the per-variant table and the controls (mean ± sd over seeds) first, then
+    the separations, the per-seed separations, what the numbers cover."""
     seeds = results["seeds"]
     metrics = list(results["scores"])
+    controls = results.get("controls", {})
     sd = results["seed_sd"]
 
+    def sd_of(m: str, q: str):
+        if m.startswith(CONTROL_PREFIX):
+            return controls[m[len(CONTROL_PREFIX):]]["seed_sd"].get(q)
+        return sd.get(m, {}).get(q)
+
+    def with_sd(m: str, q: str, v) -> str:
+        return "nan" if v is None else f"{v:.3f} ± {sd_of(m, q) or 0:.3f}"
+
     def cell(m: str, q: str, table: dict) -> str:
-        v = table.get(m, {}).get(q)
-        return "nan" if v is None else f"{v:.3f} ± {sd.get(m, {}).get(q) or 0:.3f}"
+        return with_sd(m, q, table.get(m, {}).get(q))
+
+    def variant_cell(m, v, value, key):
+        return with_sd(m, v, value) if key == "scores" else _fmt(value)
 
     pairs = SEPARATION_COLUMNS
-    wide = pl.DataFrame([{"metric": m, **{v: cell(m, v, results["scores"]) for v in VARIANTS}} for m in metrics])
     seps = pl.DataFrame([{"metric": m, **{p: cell(m, p, results["separations"]) for p in pairs},
-                          "positive in every seed": ", ".join(p for p in pairs[:3]
+                          "unread": ", ".join(results.get("unread", {}).get(m) or []) or "-",
+                          "positive in every seed": ", ".join(p for p in THESIS_COLUMNS + ["gold-borrowed"]
                                                               if results["positive_in_every_seed"][m].get(p))
                           or "none"} for m in metrics if results["separations"].get(m)])
     per_seed = pl.DataFrame([{"seed": int(s), "metric": m,
@@ -385,9 +553,33 @@ def seeds_markdown(results: dict, *, title: str) -> str:
              "mean over seeds ± the sample standard deviation over seeds (training variance). Bootstrap intervals "
              "over test examples, which cover test sampling only, are in each seed-<i>/results.md. A separation "
              "counts as positive only when it is positive in every seed.", "",
-             "## Mean score per rationale variant", "", markdown_table(wide), "",
-             "## Separations", "", markdown_table(seps), "",
-             "## Separations per seed", "", markdown_table(per_seed), ""]
+             "## What each metric says of each rationale variant", "",
+             "score ± seed sd; score_vs_empty: minus the same metric's score with no rationale (its zero point); "
+             "accuracy of the reading evaluator against chance; reads: in how many seeds its accuracy is outside "
+             "chance +- a 95 % binomial margin; below_chance: share of rows given less than 1/K; score_clipped: "
+             "log p clipped at log(1/K). Means over seeds.", "",
+             markdown_table(variant_figures_table(results, metrics + [CONTROL_PREFIX + n for n in controls],
+                                                  cell=variant_cell)), "",
+             *[f"- {s}" for s in results_sentences(results)], ""]
+    if controls:
+        lines += ["## LAREV against its controls (same seeds, same estimator)", "",
+                  markdown_table(controls_table(results, cell=lambda m, q, v: with_sd(m, q, v))), "",
+                  *[f"- {s}" for s in control_sentences(
+                      results, {q: None if sd_of("larev", q) is None else 2 * sd_of("larev", q)
+                                for q in CONTROL_QUANTITIES})], "",
+                  "Per seed:", "",
+                  markdown_table(pl.DataFrame(
+                      [{"seed": int(s), "evaluator": "larev",
+                        **{q: r["separations"].get("larev", {}).get(q) for q in CONTROL_QUANTITIES}}
+                       for s, r in results["per_seed"].items()]
+                      + [{"seed": int(s), "evaluator": f"control {n}", **{q: r["separations"].get(q)
+                                                                           for q in CONTROL_QUANTITIES}}
+                         for n, b in controls.items() for s, r in b["per_seed"].items()])), ""]
+    lines += ["## Separations", "",
+              "SUM: the thesis's three (leaky, gold_leaky, vacuous); SUM_read: those of the three the evaluator "
+              "reads; unread: variants read at chance in some seed (flagged, not counted).", "",
+              markdown_table(seps), "",
+              "## Separations per seed", "", markdown_table(per_seed), ""]
     leak = results.get("leakage", {}).get("larev")
     if leak:
         converged = leak.get("converged")

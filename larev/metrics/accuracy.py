@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from larev.config import ScoreConfig
-from larev.metrics.scores import SCORE_COLUMNS, leak_macro_average
+from larev.metrics.scores import SCORE_COLUMNS, leak_macro_average, n_labels_of
 from larev.metrics.rora import base_scores, with_examples, with_scores
 from larev.models.evaluator import Evaluator
 from larev.leakage.rationale_model import RationaleModel, predict
@@ -45,6 +45,7 @@ def score_rq_las(proxy: Evaluator, theta: Evaluator, rationale_model: RationaleM
     Each (rationale, label) pair is scored once: where the rationale's label is the gold one (the built-in
     variants), RQ and LAS share the proxies' predictions."""
     rows = with_examples(rationales, examples).with_row_index("row")
+    rows = rows.with_columns(n_labels=n_labels_of(label_sets(rows)))
     pairs = (pl.concat([rows.select("row", target="gold"), rows.select("row", target="label")])
              .unique(maintain_order=True).join(rows.drop("label"), on="row"))
     s = with_scores(proxy, pairs, pairs["target"].to_list(), config, progress=progress, desc="rq/las: proxy(x, r)")
@@ -55,7 +56,7 @@ def score_rq_las(proxy: Evaluator, theta: Evaluator, rationale_model: RationaleM
     leaks = pl.Series([p == y for p, y in zip(predicted, rows["label"])], dtype=pl.Boolean)
     frames = []
     for metric, column in (("rq", "gold"), ("las", "label")):
-        out = (rows.select("row", "id", "source", "label", target=column)
+        out = (rows.select("row", "id", "source", "label", "n_labels", target=column)
                .join(with_rationale, on=["row", "target"], how="left")
                .join(base, on=["id", "target"], how="left").sort("row"))
         out = out.with_columns(metric=pl.lit(metric),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from larev.metrics.scores import DEGRADED, leak_macro_average, with_aggregate_kind
+from larev.metrics.scores import DEGRADED, THESIS_DEGRADED, leak_macro_average, with_aggregate_kind
 
 CI_COLUMNS = ["metric", "quantity", "estimate", "ci_low", "ci_high", "nan_share", "n"]
 
@@ -25,12 +25,17 @@ def resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
     return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
 
 
-def weighted_aggregate(counts: np.ndarray, values: np.ndarray, leaks: np.ndarray | None = None) -> np.ndarray:
-    """Aggregate per resample (rows of `counts`): the weighted mean, or LAS's macro-average when `leaks` is given."""
-    if leaks is None:
-        return counts @ values / counts.sum(axis=1)
-    lk = leaks.astype(np.float64)
-    return leak_macro_average(counts @ (values * lk), counts @ lk, counts @ (values * (1 - lk)), counts @ (1 - lk))
+def weighted_aggregate(counts: np.ndarray, values: np.ndarray, leaks: np.ndarray | None = None,
+                       present: np.ndarray | None = None) -> np.ndarray:
+    """Aggregate per resample (rows of `counts`): the weighted mean, or LAS's macro-average when `leaks` is given,
+    over the examples where `present` (default: all; a variant such as `borrowed` can lack some examples)."""
+    has = np.ones_like(values) if present is None else present.astype(np.float64)
+    values = np.where(has > 0, values, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if leaks is None:
+            return counts @ values / (counts @ has)
+    lk = leaks.astype(np.float64) * has
+    return leak_macro_average(counts @ (values * lk), counts @ lk, counts @ (values * (has - lk)), counts @ (has - lk))
 
 
 def percentile_interval(samples: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -54,9 +59,10 @@ def _interval(estimate: float, boot: np.ndarray, level: float) -> tuple[float, f
 
 def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
                         reference: str = "gold", degraded: tuple[str, ...] = DEGRADED) -> pl.DataFrame:
-    """Per metric: each source's aggregate, each `reference`-minus-degraded separation and their SUM, with
-    percentile intervals (columns CI_COLUMNS). Only examples that have a score for every source of the metric
-    are used."""
+    """Per metric: each source's aggregate, each `reference`-minus-degraded separation and their SUM (for gold:
+    over the thesis's three, leaky / gold_leaky / vacuous), with percentile intervals (columns CI_COLUMNS). The
+    examples are those with a `reference` score; a source that lacks some of them is aggregated over the ones it
+    has, on the same draws (its estimate is then the summary's score)."""
     rows = []
     sources = [reference, *degraded]
     scores = with_aggregate_kind(scores).collect()
@@ -65,7 +71,7 @@ def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int =
         present = [s for s in sources if s in set(part["source"])]
         if reference not in present:
             continue
-        wide = part.pivot(on="source", index="id", values="score").drop_nulls().sort("id")
+        wide = part.pivot(on="source", index="id", values="score").drop_nulls(reference).sort("id")
         leaks_wide = None
         if part["aggregate"][0] == "leak_macro":
             leaks_wide = part.pivot(on="source", index="id", values="leaks").sort("id").join(
@@ -77,17 +83,19 @@ def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int =
         ones = np.ones((1, n))
         full, boot = {}, {}
         for s in present:
-            values = wide[s].to_numpy().astype(np.float64)
-            leaks = leaks_wide[s].to_numpy().astype(bool) if leaks_wide is not None else None
-            full[s] = float(weighted_aggregate(ones, values, leaks)[0])
-            boot[s] = weighted_aggregate(counts, values, leaks)
+            has = wide[s].is_not_null().to_numpy()
+            values = wide[s].fill_null(0.0).to_numpy().astype(np.float64)
+            leaks = leaks_wide[s].fill_null(False).to_numpy().astype(bool) if leaks_wide is not None else None
+            full[s] = float(weighted_aggregate(ones, values, leaks, has)[0])
+            boot[s] = weighted_aggregate(counts, values, leaks, has)
         quantities = [(s, full[s], boot[s]) for s in present]
         pairs = [d for d in degraded if d in present]
         for d in pairs:
             quantities.append((f"{reference}-{d}", full[reference] - full[d], boot[reference] - boot[d]))
-        if pairs:
-            quantities.append(("SUM", sum(full[reference] - full[d] for d in pairs),
-                               sum(boot[reference] - boot[d] for d in pairs)))
+        summed = [d for d in pairs if d in THESIS_DEGRADED] if reference == "gold" else pairs
+        if summed:  # SUM: the thesis's three separations (larev.metrics.scores.separations)
+            quantities.append(("SUM", sum(full[reference] - full[d] for d in summed),
+                               sum(boot[reference] - boot[d] for d in summed)))
         for name, estimate, samples in quantities:
             low, high, nan_share = _interval(estimate, samples, level)
             rows.append({"metric": metric, "quantity": name, "estimate": estimate, "ci_low": low, "ci_high": high,

@@ -12,8 +12,8 @@ import numpy as np
 import polars as pl
 
 from larev.config import ScoreConfig
-from larev.formats import baseline_input, rationale_input
-from larev.metrics.scores import SCORE_COLUMNS
+from larev.formats import baseline_input, rationale_input, rationale_only_input
+from larev.metrics.scores import SCORE_COLUMNS, n_labels_of
 from larev.models.evaluator import Evaluator, score_labels
 from larev.schema import label_sets
 
@@ -27,6 +27,15 @@ def aggregate(pointwise: np.ndarray) -> float:
     """REV eq. 6: the mean pointwise score over the test set (nan for an empty set)."""
     pointwise = np.asarray(pointwise, dtype=np.float64)
     return float(pointwise.mean()) if pointwise.size else float("nan")
+
+
+def reading_inputs(phi: Evaluator, rows: pl.DataFrame) -> list[str]:
+    """The inputs of g' (the evaluator that reads the rationale): [r, b], or r alone for an evaluator trained
+    that way (the `r_only` control). Every evaluator is scored on the input form it was trained on (its saved
+    role)."""
+    if phi.meta.get("role") == "r_only":
+        return [rationale_only_input(r) for r in rows["rationale"]]
+    return [rationale_input(r, b) for r, b in zip(rows["rationale"], rows["baseline"])]
 
 
 def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, examples: pl.DataFrame,
@@ -47,8 +56,8 @@ def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, exa
         raise ValueError(f"no baseline for (id, label) {missing.select('id', 'label').row(0)}")
     cands = label_sets(rows)
     labels = rows["label"].to_list()
-    with_scores = score_labels(phi, [rationale_input(r, b) for r, b in zip(rows["rationale"], rows["baseline"])],
-                               labels, cands, config, progress=progress, desc=f"{metric}: g'[r, b]")
+    with_scores = score_labels(phi, reading_inputs(phi, rows), labels, cands, config, progress=progress,
+                               desc=f"{metric}: g'[r, b]")
     base_rows = rows.unique(["id", "label"], keep="first", maintain_order=True)
     base_cands = label_sets(base_rows)
     base_scores = score_labels(phi_base, [baseline_input(b) for b in base_rows["baseline"]],
@@ -59,7 +68,8 @@ def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, exa
         correct_base=pl.Series(base_scores.correct))
     out = rows.select("id", "source", "label").with_columns(
         logp_with=pl.Series(with_scores.logp), pred_with=pl.Series(with_scores.predicted),
-        correct_with=pl.Series(with_scores.correct)).join(base, on=["id", "label"], how="left")
+        correct_with=pl.Series(with_scores.correct), n_labels=n_labels_of(cands))
+    out = out.join(base, on=["id", "label"], how="left")
     out = out.with_columns(metric=pl.lit(metric), leaks=pl.lit(None, pl.Boolean), aggregate=pl.lit("mean"),
                            score=pl.Series(pointwise_rev(out["logp_with"].to_numpy(), out["logp_base"].to_numpy())))
     return out.select(SCORE_COLUMNS)

@@ -11,7 +11,7 @@ import polars as pl
 
 from larev.config import ScoreConfig
 from larev.formats import input_only, input_with_rationale, task_inputs
-from larev.metrics.scores import SCORE_COLUMNS
+from larev.metrics.scores import SCORE_COLUMNS, n_labels_of
 from larev.models.evaluator import Evaluator, LabelScores, score_labels
 from larev.schema import label_sets
 
@@ -54,8 +54,9 @@ def score_rora(phi: Evaluator, theta: Evaluator, rationales: pl.DataFrame, examp
     rows = with_examples(rationales, examples)
     s = with_scores(phi, rows, rows["label"].to_list(), config, progress=progress, desc=f"{metric}: Phi(x, r)")
     out = rows.select("id", "source", "label").with_columns(
-        logp_with=pl.Series(s.logp), pred_with=pl.Series(s.predicted), correct_with=pl.Series(s.correct)
-    ).join(base_scores(theta, rows, "label", config, progress=progress), on=["id", "label"], how="left")
+        logp_with=pl.Series(s.logp), pred_with=pl.Series(s.predicted), correct_with=pl.Series(s.correct),
+        n_labels=n_labels_of(label_sets(rows)))
+    out = out.join(base_scores(theta, rows, "label", config, progress=progress), on=["id", "label"], how="left")
     out = out.with_columns(metric=pl.lit(metric), leaks=pl.lit(None, pl.Boolean), aggregate=pl.lit("mean"),
                            score=pl.Series(pointwise_rora(out["logp_with"].to_numpy(), out["logp_base"].to_numpy())))
     return out.select(SCORE_COLUMNS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from larev.config import TrainConfig, _Config
 from larev.leakage.attribution import AttributionConfig
@@ -74,6 +74,9 @@ ABLATIONS: dict[str, dict] = {
 }
 
 
+CONTROLS = ("erm_envs", "phi", "r_only")  # LarevConfig.controls; scored as control_NAME
+
+
 class LarevConfig(_Config):
     """Everything LAREV adds on top of REV's two evaluators."""
 
@@ -109,6 +112,20 @@ class LarevConfig(_Config):
         default_factory=list, description="extra phi_LA variants scored as larev_NAME: no_irm (lambda_irm 0), "
                                           "no_probe (lambda_probe 0), erm_envs (both 0), thesis (the thesis's "
                                           "weights for the task); thesis table 5.6")
+
+    controls: list[Literal["erm_envs", "phi", "r_only"]] = Field(
+        default_factory=list, description="controls scored with LAREV's estimator as control_NAME, to read LAREV's "
+                                          "numbers against (`larev bench quality --controls`): erm_envs (phi_LA by "
+                                          "ERM over the same environments, no IRM, no probe), phi (phi_LA replaced by "
+                                          "REV's phi: LAREV's estimator must then give REV's scores), r_only (an "
+                                          "evaluator trained on r without b)")
+
+    @field_validator("controls", "ablations")
+    @classmethod
+    def _no_repeats(cls, names: list[str]) -> list[str]:
+        if len(set(names)) != len(names):
+            raise ValueError(f"repeated name in {names}")
+        return names
 
     def objective_for(self, ablation: str | None) -> LeakageAwareConfig:
         """The objective of the main phi_LA (None) or of an ablation."""

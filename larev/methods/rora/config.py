@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from larev.config import TrainConfig, _Config
+from larev.data.variants import TEST_ONLY_VARIANTS
 from larev.leakage.spans import LeakageDetectionConfig
 from larev.methods.leakage_aware.config import LeakageAwareConfig
 from larev.methods.rora.infill import InfillerConfig
@@ -39,8 +40,10 @@ class RoraConfig(_Config):
 
 def training_sources(variants: list[str]) -> list[str]:
     """Every built-in rationale source with training rationales, gold first: RQ / LAS train a proxy on each (their
-    definition: how well that source's rationales let a simulator predict the label), whatever RORA trains on."""
-    return ["gold", *[v for v in variants if v != "gold"]]
+    definition: how well that source's rationales let a simulator predict the label), whatever RORA trains on.
+    The test-only variants (borrowed, borrowed_other, empty) probe the evaluators and are no training source: the
+    gold rationales' models score them."""
+    return ["gold", *[v for v in variants if v != "gold" and v not in TEST_ONLY_VARIANTS]]
 
 
 def model_source(source: str, trained: list[str]) -> str:
