@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from flows.cli import main
 from flows.pipeline import PipelineParams, larev_pipeline
@@ -24,7 +24,8 @@ from larev.methods.rora.config import RoraConfig
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 TINY = ModelConfig(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
-SOURCES = ["gold", "leaky", "gold_leaky", "vacuous"]
+SOURCES = ["gold", "leaky", "gold_leaky", "vacuous"]  # the training sources (RQ / LAS train a proxy on each)
+VARIANTS = [*SOURCES, "borrowed", "borrowed_other", "empty"]  # scored on the test split
 RORA_CHAIN = ("rationale-model", "leaky-spans", "infiller", "counterfactuals", "train-rora")
 RORA_STEPS = [f"{step}-gold" for step in RORA_CHAIN]  # rora.train_on='gold' (default): one set of models
 # RQ / LAS: a proxy per source, and the rationale-only model RORA did not train
@@ -65,25 +66,34 @@ def test_cold_run_writes_readable_scores(first_run):
     assert ran(result) == ALL_STEPS
     run_dir = Path(result["run_dir"])
     scores = pl.read_parquet(run_dir / "scores.parquet")
-    assert scores.height == 5 * 4 * 12  # 5 metrics, 4 variants, 12 test rows
+    test = pl.read_ndjson(run_dir / "test_split.jsonl")
+    assert scores.height == 5 * 7 * 12  # 5 metrics, 7 variants, 12 test rows (4 per label: each has a donor)
     assert sorted(scores["metric"].unique()) == METRICS
-    assert sorted(scores["source"].unique()) == ["gold", "gold_leaky", "leaky", "vacuous"]
-    info = scores.filter(pl.col("metric").is_in(["rev", "larev", "rora"]))
-    np.testing.assert_allclose(info["score"], info["logp_with"] - info["logp_base"])
+    assert sorted(scores["source"].unique()) == sorted(VARIANTS)
+    # the test-only variants: another instance's gold rationale, of the same label or of another; no rationale
+    owner = {r["rationale"]: (r["id"], r["label"]) for r in test.iter_rows(named=True)}
+    rev = scores.filter(pl.col("metric") == "rev")
+    for row in rev.filter(pl.col("source").is_in(["borrowed", "borrowed_other"])).iter_rows(named=True):
+        donor, donor_label = owner[row["rationale"]]
+        assert donor != row["id"] and (donor_label == row["label"]) == (row["source"] == "borrowed")
+    assert rev.filter(pl.col("source") == "borrowed")["rationale"].n_unique() == 12  # each lent once
+    assert set(rev.filter(pl.col("source") == "empty")["rationale"]) == {""}
     acc = scores.filter(pl.col("metric").is_in(["rq", "las"]))
-    np.testing.assert_array_equal(acc["score"], acc["correct_with"].cast(float) - acc["correct_base"].cast(float))
     assert acc.filter(pl.col("metric") == "las")["leaks"].null_count() == 0
-    assert (scores["logp_with"] <= 0).all() and (scores["logp_base"] <= 0).all()  # label_set: log of a probability
+    assert set(scores["n_labels"]) == {3}
     # each score row carries the text it scored; the test split a user's file answers is beside it
     assert scores.columns[:3] == ["id", "source", "rationale"] and scores["rationale"].null_count() == 0
-    test = pl.read_ndjson(run_dir / "test_split.jsonl")
     assert test.height == 12 and {"id", "premise", "hypothesis", "label", "rationale"} <= set(test.columns)
     gold = scores.filter((pl.col("source") == "gold") & (pl.col("metric") == "rev")).sort("id")
     assert gold.select("id", "rationale").equals(test.sort("id").select("id", "rationale"))
     summary = pl.read_parquet(run_dir / "summary.parquet")
-    assert set(summary.columns) >= {"metric", "source", "score", "accuracy_with", "accuracy_base", "n"}
+    from larev.metrics.scores import SUMMARY_COLUMNS, summarise
+
+    assert summary.columns == SUMMARY_COLUMNS
+    assert_frame_equal(summary, summarise(scores), check_exact=False)  # the run's summary is its scores'
     report = (run_dir / "report.md").read_text()
-    assert "## Separations" in report and "## LAREV diagnostics" in report
+    assert report.index("## What each metric says of each rationale variant") < report.index("## Separations")
+    assert "## LAREV diagnostics" in report
     assert (run_dir / "separations.png").read_bytes()[:4] == b"\x89PNG"
     record = json.loads((run_dir / "run.json").read_text())
     assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])
@@ -130,6 +140,27 @@ def test_larev_objective_option_reruns_phi_la_only(first_run):
     larev = TINY_LAREV.model_copy(update={"objective": LeakageAwareConfig(lambda_irm=1.0)})
     changed = larev_pipeline(tiny_params(root, larev=larev))
     assert ran(changed) == ["train-larev", "score-larev", "report"]
+
+
+def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_run):
+    """`larev.controls`: erm_envs trains the erm_envs ablation's phi_LA, r_only an evaluator on r alone, phi
+    trains nothing. LAREV's estimator with REV's phi in phi_LA's place (control_phi) gives REV's rows exactly:
+    same log-probabilities, same predictions, same scores."""
+    root, _ = first_run
+    larev = TINY_LAREV.model_copy(update={"controls": ["erm_envs", "phi", "r_only"]})
+    result = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-controls"))
+    assert ran(result) == ["train-larev_erm_envs", "train-r_only", "score-control_erm_envs", "score-control_phi",
+                           "score-control_r_only", "report"]
+    scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
+    key = ["id", "source"]
+    rev = scores.filter(pl.col("metric") == "rev").drop("metric").sort(key)
+    control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
+    assert rev.height == 7 * 12 and control_phi.equals(rev)
+    larev_rows = scores.filter(pl.col("metric") == "larev").drop("metric").sort(key)
+    assert not larev_rows["logp_with"].equals(rev["logp_with"])  # phi_LA is another model
+    run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
+    assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["artifacts"])
+    assert run["artifacts"]["control_phi"] == run["artifacts"]["phi"]
 
 
 def test_phi_la_can_start_from_phi(first_run):
@@ -282,7 +313,10 @@ def test_qa_pipeline_runs_end_to_end(tmp_path):
     data = DataConfig(demo=DemoDataConfig(task="qa", n_train=40, n_validation=8, n_test=10))
     result = larev_pipeline(tiny_params(tmp_path, run_name="tiny-qa", data=data))
     scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
-    assert scores.height == 5 * 4 * 10 and sorted(scores["metric"].unique()) == METRICS
+    test = pl.read_ndjson(Path(result["run_dir"]) / "test_split.jsonl")
+    assert test["label"].n_unique() == 10  # every answer its own: no `borrowed` donor (a warning, rows left out)
+    assert scores.height == 5 * 6 * 10 and sorted(scores["metric"].unique()) == METRICS
+    assert "borrowed" not in set(scores["source"]) and "borrowed_other" in set(scores["source"])
     assert (scores["logp_with"] <= 0).all()  # label_set over each row's five choices
     envs = pl.read_parquet(result["refs"]["environments"].uri)
     assert envs["env"].to_list()[:3] == ["E1", "E2", "E3"] and envs.height == 3 * 48
@@ -307,16 +341,25 @@ def test_bench_quality_outputs_rebuilt_from_a_run(first_run, tmp_path):
     assert results["ftc"]["task_model"] == "theta" and results["ftc"]["n_examples"] == 12
     assert sorted(results["addtext"]) == METRICS
     assert set(results["addtext"]["rev"]) == {"rand", "wiki", "adv", "all"}
-    assert results["addtext"]["rev"]["all"]["n"] == 12 * 9 and 0 <= results["addtext"]["rq"]["all"]["rise_share"] <= 1
+    assert results["addtext"]["rev"]["all"]["n"] == 12 * 9
+    shift = pl.read_parquet(Path(result["run_dir"]) / "stress" / "addtext_shift.parquet").filter(
+        (pl.col("metric") == "rq") & (pl.col("orig_source") == "gold"))
+    # "all" is the pair-weighted mean over every position and kind of the shift table
+    assert results["addtext"]["rq"]["all"]["rise_share"] == pytest.approx(
+        (shift["rise_share"] * shift["n"]).sum() / shift["n"].sum())
     assert "AddText" in (out / "results.md").read_text() and (out / "addtext.png").exists()
     # what the leakage spans removed, for both methods
     larev = results["leakage"]["larev"]
-    assert 0 <= larev["residual_accuracy"] <= 1 and 0 <= larev["e3_coverage"] <= 1
     assert larev["chance"] == pytest.approx(1 / 3)
     from tasks.export import read_run
 
     run = read_run(result["run_dir"])  # the run the rebuilt outputs describe (later tests may re-export runs/tiny)
     envs = pl.read_parquet(run["artifacts"]["environments"]["uri"])
+    spans = pl.read_parquet(run["artifacts"]["leakage_spans"]["uri"]).row(0, named=True)
+    assert larev["residual_accuracy"] == pytest.approx(spans["residual_after"])
+    # E3 coverage by hand: of the training rows with a leakage span, the share whose E3 rewrite exists
+    e3 = envs.filter(pl.col("term").is_not_null() & (pl.col("env") == "E3"))
+    assert larev["e3_coverage"] == pytest.approx(e3["baseline"].is_not_null().mean() if e3.height else 1.0)
     examples = pl.read_parquet(run["artifacts"]["examples"]["uri"])
     with_spans = set(envs.filter(pl.col("term").is_not_null())["id"]) & set(
         examples.filter(pl.col("split") == "validation")["id"])

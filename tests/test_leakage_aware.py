@@ -185,11 +185,17 @@ def test_phi_la_trains_with_label_set_irm():
     assert any(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
 
 
-def test_phi_la_relies_less_on_the_leakage_span_than_phi():
+def test_phi_la_relies_less_on_the_leakage_span_than_phi_and_so_does_erm_over_the_environments():
     """The claim of LAREV, on planted data: b states the label with a cue word, the rationale names it with a
     word that is right 80 % of the time. phi (trained on [r, b]) reads the cue; phi_LA (trained on the three
-    environments with the IRM and probe terms) should take less of its label from it: smaller
-    log p(y | no rationale, b) - log p(y | no rationale, masked b)."""
+    environments with the IRM and probe terms) takes less of its label from it: smaller
+    log p(y | no rationale, b) - log p(y | no rationale, masked b).
+
+    The control (issue 33): phi_LA by plain ERM over the same environments relies less too; the environments (the
+    cue masked in E2, swapped in E3) do that work. Whether the IRM and probe terms add to it is not settled at
+    this size: measured over four data / initialisation seeds (0-3), reliance phi_LA 0.743 / 0.026 / -0.034 /
+    0.152 against ERM 0.143 / 0.543 / 0.726 / 0.424 nats (phi 3.4 / 2.3 / 2.7 / 3.8), lower in three of four, so
+    this test asserts only what every seed showed."""
     import random
 
     from larev.methods.leakage_aware.reliance import leakage_reliance
@@ -213,16 +219,24 @@ def test_phi_la_relies_less_on_the_leakage_span_than_phi():
     psi = probe_from(phi)
     train_evaluator(psi, [baseline_input(m) for _, _, _, m, _ in train], [y for y, *_ in train], [], [], [],
                     config, progress=False, keep_eval=[psi.model.get_encoder()])
-    phi_la = tiny_evaluator(WORDS + LABELS, seed=1)
     data = [LAInstance(inputs=tuple(rationale_input(r, e) for e in (b, m, a)), probe_input=baseline_input(m),
                        label=y, candidates=tuple(LABELS)) for y, r, b, m, a in train]
-    train_leakage_aware(phi_la, psi, data, [], [], config.model_copy(update={"batch_size": 4}),
-                        LeakageAwareConfig(), "nli", progress=False)
     args = ([b for _, _, b, _, _ in test], [m for _, _, _, m, _ in test], [y for y, *_ in test],
             [LABELS] * len(test))
-    phi_reliance, phi_la_reliance = leakage_reliance(phi, *args), leakage_reliance(phi_la, *args)
+
+    def trained_phi_la(objective: LeakageAwareConfig):
+        model = tiny_evaluator(WORDS + LABELS, seed=1)
+        train_leakage_aware(model, psi, data, [], [], config.model_copy(update={"batch_size": 4}), objective, "nli",
+                            progress=False)
+        return model
+
+    phi_reliance = leakage_reliance(phi, *args)
+    phi_la_reliance = leakage_reliance(trained_phi_la(LeakageAwareConfig()), *args)
+    # the control: the same environments, same start, no IRM and no probe term
+    erm_reliance = leakage_reliance(trained_phi_la(LeakageAwareConfig(lambda_irm=0.0, lambda_probe=0.0)), *args)
     assert phi_reliance > 0.3  # phi reads the cue
     assert phi_la_reliance < phi_reliance / 2
+    assert erm_reliance < phi_reliance / 2
 
 
 def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():

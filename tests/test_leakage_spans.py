@@ -278,14 +278,19 @@ def test_leakage_reliance_is_the_mean_drop_when_the_spans_are_masked():
 
 
 @pytest.mark.parametrize("rule", ["spans", "top_word"])
-def test_find_baseline_spans_shapes_and_summary(rule):
+def test_find_baseline_spans_rows_and_what_the_summary_measures(rule):
+    """b = "<premise> <relation phrase> <hypothesis>", the relation phrase naming the label and x saying nothing
+    about it; the attributing model is untrained, so nothing is claimed about which spans it finds, only about
+    what the summary measures: a fresh probe reads the label from b's form before masking, the hypothesis alone
+    reads at chance, and (top_word, where the reported spans are the raw ones) the span recall is the hand-computed
+    overlap with the relation phrases."""
     from larev.leakage.attribution import AttributionConfig
-    from larev.methods.leakage_aware.leakage_spans import find_baseline_spans
+    from larev.methods.leakage_aware.leakage_spans import find_baseline_spans, input_clauses, known_phrases
     from tests.helpers import tiny_evaluator
 
     rng = random.Random(1)
     rows = []
-    for i in range(30):
+    for i in range(60):
         y = ["entailment", "contradiction", "neutral"][i % 3]
         p, h = f"a {rng.choice(FILLER)} runs", f"a {rng.choice(FILLER)} moves"
         b = {"entailment": f"{p} means that {h}.", "contradiction": f"{p} rules out that {h}.",
@@ -293,20 +298,25 @@ def test_find_baseline_spans_shapes_and_summary(rule):
         rows.append({"id": f"r{i}", "task": "nli", "premise": p, "hypothesis": h, "question": None, "choices": None,
                      "label": y, "baseline": b})
     frame = pl.DataFrame(rows)
+    n_train = 48
     ev = tiny_evaluator(frame["baseline"].to_list() + ["baseline", ":", "entailment", "contradiction", "neutral"])
     config = AttributionConfig(n_steps=4, rule=rule, spans=SpanRuleConfig(probe=PROBE, min_occurrences=1))
-    out, table, summary = find_baseline_spans(ev, frame, 24, config)
-    assert out.columns == ["id", "term", "spans", "score", "delta"] and out.height == 30
+    out, table, summary = find_baseline_spans(ev, frame, n_train, config)
+    assert out.columns == ["id", "term", "spans", "score", "delta"] and out.height == 60
     for b, spans, term in zip(frame["baseline"], out["spans"].to_list(), out["term"].to_list()):
-        assert all(0 <= s < e <= len(b) for s, e in spans)
         assert term == (" | ".join(b[s:e] for s, e in spans) if spans else None)
     if rule == "top_word":
         assert all(len(s) == 1 for s in out["spans"].to_list())
     assert {"word", "attribution", "magnitude", "count"} <= set(table.columns)
-    assert summary["chance"] == pytest.approx(1 / 3)
-    assert 0 <= summary["hypothesis_only"] <= 1  # NLI: the hypothesis-only view of x
-    assert 0 <= summary["residual_before"] <= 1 and 0 <= summary["residual_after"] <= 1
-    assert summary["span_recall"] is None or 0 <= summary["span_recall"] <= 1
+    assert summary["chance"] == pytest.approx(1 / 3) and summary["residual_reads"] == "form"
+    assert summary["residual_before"] > 0.9  # the relation phrase names the label: a fresh probe reads it
+    assert summary["hypothesis_only"] <= 1 / 3 + binomial_margin(1 / 3, 60 - n_train, 1.96)  # x is label-free
+    if rule == "top_word":
+        known = [subtract_spans(known_phrases("nli", r["baseline"], r["label"]),
+                                [(s, e) for s, e, _ in input_clauses(r["baseline"], r["premise"], r["hypothesis"])])
+                 for r in rows[:n_train]]
+        found = [[tuple(s) for s in spans] for spans in out["spans"].to_list()[:n_train]]
+        assert summary["span_recall"] == pytest.approx(span_recall(found, known))
 
 
 def test_baseline_spans_leave_x_alone_and_the_residual_reads_what_b_adds_to_x():

@@ -94,9 +94,9 @@ def test_a_registered_metric_is_trained_and_scored_by_both_flows(registered, tmp
     scores = pl.read_parquet(f"{run_dir}/scores.parquet")
     assert sorted(scores["metric"].unique()) == ["novelty", "rev"]
     novelty = scores.filter(pl.col("metric") == "novelty")
-    assert novelty.height == 4 * 12 and novelty["score"].is_between(0, 1).all()
+    assert novelty.height == 7 * 12 and novelty["score"].is_between(0, 1).all()
     summary = pl.read_parquet(f"{run_dir}/summary.parquet").filter(pl.col("metric") == "novelty")
-    assert summary.height == 4 and "novelty" in open(f"{run_dir}/report.md").read()
+    assert summary.height == 7 and "novelty" in open(f"{run_dir}/report.md").read()
 
     # the score flow finds the toy's model in run.json and scores a new file with it
     words = set(pl.read_parquet(result["refs"]["novelty_words"].uri)["word"])

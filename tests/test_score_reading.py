@@ -99,3 +99,79 @@ def test_the_report_leads_with_the_variant_table_and_says_what_it_shows():
             "evaluator reads leaky at chance") in table
     seps = report.split("## Separations")[1]
     assert "| larev |" in seps and "| leaky |" in seps.split("| larev |")[1].splitlines()[0]
+
+
+# ------------------------------------------------------------------ planted: a label cue in r the evaluator reads
+
+LABELS = ["entailment", "contradiction", "neutral"]
+CUE = {"entailment": "fruit", "contradiction": "tool", "neutral": "sleeps"}  # in r: names the label
+FILLER = ["red", "blue", "green", "old", "new", "big", "small", "wet"]
+
+
+def _cue_examples(n: int, rng, split: str) -> pl.DataFrame:
+    from larev.schema import validate_examples
+
+    rows = []
+    for i in range(n):
+        y = LABELS[i % 3]
+        words = [CUE[y], *rng.sample(FILLER, 3)]
+        rng.shuffle(words)
+        rows.append({"id": f"{split}{i}", "premise": f"a {rng.choice(['man', 'dog'])} walks",
+                     "hypothesis": "a dog walks", "label": y, "rationale": " ".join(words)})
+    return validate_examples(pl.DataFrame(rows), task="nli", default_split=split)
+
+
+def test_borrowed_and_empty_are_what_a_hand_computation_gives_when_the_evaluator_reads_a_label_cue_in_r():
+    """Planted: the gold rationale names its label with a cue word among filler, b says nothing about the label.
+    phi (trained on [r, b]) reads the cue; phi_base (on b) cannot read anything. The report's figures for
+    `borrowed` and `empty` must be the hand-computed means over the rows (each borrowed row scored with its
+    donor's rationale), and they show what issue 33 found: a borrowed same-label rationale, which says nothing
+    about its instance, scores as well as the instance's own, far above no rationale."""
+    import random
+
+    from larev.config import ScoreConfig, TrainConfig
+    from larev.data.variants import borrowed_from, make_variants
+    from larev.formats import baseline_input, rationale_input
+    from larev.metrics.rev import score_rev
+    from larev.models.evaluator import score_labels
+    from larev.models.train import train_evaluator
+    from tests.helpers import tiny_evaluator
+
+    rng = random.Random(0)
+    train, test = _cue_examples(120, rng, "train"), _cue_examples(30, rng, "test")
+    baseline = {r["id"]: f"{r['premise']} and {r['hypothesis']}"
+                for r in pl.concat([train, test]).iter_rows(named=True)}
+    vocab = [*FILLER, *CUE.values(), "a", "man", "dog", "walks", "and", "rationale:", "baseline:", *LABELS]
+    phi, phi_base = tiny_evaluator(vocab, seed=0), tiny_evaluator(vocab, seed=1)
+    config = TrainConfig(epochs=4, batch_size=8, learning_rate=3e-3)
+    b_train = [baseline[i] for i in train["id"]]
+    train_evaluator(phi, [rationale_input(r, b) for r, b in zip(train["rationale"], b_train)],
+                    train["label"].to_list(), [], [], [], config, progress=False)
+    train_evaluator(phi_base, [baseline_input(b) for b in b_train], train["label"].to_list(), [], [], [], config,
+                    progress=False)
+    baselines = pl.DataFrame({"id": test["id"], "label": test["label"],
+                              "baseline": [baseline[i] for i in test["id"]]})
+    rationales = make_variants(test, baselines, ["gold", "borrowed", "empty"])
+    summary = summarise(score_rev(phi, phi_base, rationales, test, baselines, ScoreConfig()))
+    figures = {r["source"]: r for r in summary.iter_rows(named=True)}
+
+    def logp(model, text, y):
+        return score_labels(model, [text], [y], [LABELS]).logp[0]
+
+    labels, golds, bs = test["label"].to_list(), test["rationale"].to_list(), baselines["baseline"].to_list()
+    base = [logp(phi_base, baseline_input(b), y) for b, y in zip(bs, labels)]
+    donors = borrowed_from(labels, same_label=True)
+    by_hand = {
+        "borrowed": [logp(phi, rationale_input(golds[d], b), y) - g for d, b, y, g in zip(donors, bs, labels, base)],
+        "empty": [logp(phi, rationale_input("", b), y) - g for b, y, g in zip(bs, labels, base)],
+        "gold": [logp(phi, rationale_input(r, b), y) - g for r, b, y, g in zip(golds, bs, labels, base)]}
+    for variant, values in by_hand.items():
+        assert figures[variant]["score"] == pytest.approx(sum(values) / len(values), abs=1e-4), variant
+        below = [v + g < LOG_THIRD for v, g in zip(values, base)]
+        assert figures[variant]["below_chance"] == pytest.approx(sum(below) / len(below))
+    assert figures["gold"]["score_vs_empty"] == pytest.approx(figures["gold"]["score"] - figures["empty"]["score"])
+    # what the figures show: phi reads the cue in a borrowed rationale as in the instance's own
+    assert figures["gold"]["reads"] and figures["borrowed"]["reads"]
+    assert figures["gold"]["accuracy_with"] > 0.9 and figures["borrowed"]["accuracy_with"] > 0.9
+    assert abs(figures["gold"]["score"] - figures["borrowed"]["score"]) < 0.1
+    assert figures["borrowed"]["score_vs_empty"] > 0.5  # far above no rationale: REV rewards the label's phrasing

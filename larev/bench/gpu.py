@@ -37,7 +37,7 @@ import torch
 from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.data.sources import DataConfig, load_data
-from larev.data.variants import VARIANTS, make_variants
+from larev.data.variants import THESIS_VARIANTS, make_variants
 from larev.formats import baseline_input, target_text
 from larev.leakage.attribution import AttributionConfig
 from larev.methods.leakage_aware.config import LarevConfig
@@ -92,7 +92,7 @@ def prepared(examples: pl.DataFrame, seed: int) -> tuple[pl.DataFrame, pl.DataFr
     baselines = build_baselines(examples, BaselineConfig(seed=seed)).with_columns(label=examples["label"])
     frame = examples.join(baselines.select("id", "label", "baseline"), on=["id", "label"], how="left")
     test = examples.filter(pl.col("split") == "test")
-    variants = make_variants(test, baselines.filter(pl.col("id").is_in(test["id"].implode())), VARIANTS)
+    variants = make_variants(test, baselines.filter(pl.col("id").is_in(test["id"].implode())), THESIS_VARIANTS)
     return baselines, frame, variants
 
 

@@ -82,7 +82,7 @@ def reference_run(live_service, worker, tmp_path_factory):
 
 def test_a_worker_runs_the_pipeline_deployment_started_by_name(reference_run, live_service):
     scores = _scores(reference_run["run_dir"])
-    assert scores.height == 4 * 12 and scores["metric"].unique().to_list() == ["rev"]
+    assert scores.height == 7 * 12 and scores["metric"].unique().to_list() == ["rev"]
     assert reference_run["flow_run"].deployment_id is not None
     print(f"pipeline deployment run: {reference_run['seconds']:.1f} s")
 
