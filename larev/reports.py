@@ -73,6 +73,7 @@ def variant_table(summary: pl.DataFrame) -> pl.DataFrame:
     part = summary.filter(pl.col("source").is_in(VARIANTS)).with_columns(
         __order=pl.col("source").replace_strict(order, default=len(order), return_dtype=pl.Int32))
     metrics = summary["metric"].unique(maintain_order=True).to_list()
+    metrics = [m for m in metrics if not m.startswith("control_")] + [m for m in metrics if m.startswith("control_")]
     part = part.with_columns(__metric=pl.col("metric").replace_strict(
         {m: i for i, m in enumerate(metrics)}, return_dtype=pl.Int32)).sort("__metric", "__order")
     return part.select("metric", pl.col("source").alias("variant"), "score", "score_vs_empty",

@@ -12,8 +12,8 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
     from larev.reports import diagnose, reading_sentences, separation_table, variant_table
 
     summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
-    with pl.Config(tbl_rows=80, tbl_hide_dataframe_shape=True, float_precision=3, tbl_hide_column_data_types=True,
-                   tbl_width_chars=160):
+    with pl.Config(tbl_rows=80, tbl_cols=-1, tbl_hide_dataframe_shape=True, float_precision=3,
+                   tbl_hide_column_data_types=True, tbl_width_chars=160):
         variants = variant_table(summary)
         if variants.height:
             print("\nWhat each metric says of each rationale variant (score_vs_empty: minus its score with no "
@@ -35,9 +35,10 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
 
         ran = sum(not s.cached for s in steps if isinstance(s, StepRecord))
         print(f"\nSteps ({len(steps) - ran} cached, {ran} ran):")
+        width = max([20, *(len(s.step) for s in steps)])
         for s in steps:
             where = f"  on {s.where}" if getattr(s, "where", "local") != "local" else ""
-            print(f"  {s.step:<20} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s{where}")
+            print(f"  {s.step:<{width}} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s{where}")
     written = [name for name in ("scores.parquet", "summary.parquet", "report.md", "separations.png",
                                  "test_split.jsonl", "run.json") if (Path(run_dir) / name).exists()]
     print(f"\nOutputs in {run_dir}: {', '.join(written)}")
