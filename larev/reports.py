@@ -8,7 +8,7 @@ import math
 import polars as pl
 
 from larev.data.variants import VARIANTS
-from larev.metrics.scores import DEGRADED, ZERO_POINT, separations, unread_variants
+from larev.metrics.scores import CONTROL_PREFIX, DEGRADED, ZERO_POINT, separations, unread_variants
 
 
 def _fmt(x) -> str:
@@ -73,7 +73,8 @@ def variant_table(summary: pl.DataFrame) -> pl.DataFrame:
     part = summary.filter(pl.col("source").is_in(VARIANTS)).with_columns(
         __order=pl.col("source").replace_strict(order, default=len(order), return_dtype=pl.Int32))
     metrics = summary["metric"].unique(maintain_order=True).to_list()
-    metrics = [m for m in metrics if not m.startswith("control_")] + [m for m in metrics if m.startswith("control_")]
+    metrics = ([m for m in metrics if not m.startswith(CONTROL_PREFIX)]
+               + [m for m in metrics if m.startswith(CONTROL_PREFIX)])
     part = part.with_columns(__metric=pl.col("metric").replace_strict(
         {m: i for i, m in enumerate(metrics)}, return_dtype=pl.Int32)).sort("__metric", "__order")
     return part.select("metric", pl.col("source").alias("variant"), "score", "score_vs_empty",
@@ -83,23 +84,35 @@ def variant_table(summary: pl.DataFrame) -> pl.DataFrame:
                        "below_chance", "score_clipped", "n")
 
 
+SENTENCE_VARIANTS = ("gold", "borrowed", "vacuous", "leaky", "borrowed_other")  # in each metric's sentence
+
+
+def reading_sentence(metric: str, relative: dict, empty: float, unread: list[str]) -> str | None:
+    """One plain sentence on what a metric's numbers show: the scores of gold and of the rationales that say nothing
+    about the instance relative to its zero point (`relative`: variant -> score minus `empty`'s score), and the
+    variants its evaluator reads at chance. None without a gold figure."""
+    if relative.get("gold") is None:
+        return None
+    values = ", ".join(f"{v} {relative[v]:+.3f}" for v in SENTENCE_VARIANTS if relative.get(v) is not None)
+    sentence = f"{metric.upper()}: relative to no rationale (empty, {empty:.3f}), {values}"
+    if unread:
+        sentence += (f"; its evaluator reads {', '.join(unread)} at chance, so a separation from "
+                     f"{'it' if len(unread) == 1 else 'them'} says it cannot read the text, not that the text "
+                     "holds less")
+    return sentence + "."
+
+
 def reading_sentences(summary: pl.DataFrame) -> list[str]:
-    """One plain sentence per metric on what its numbers show: the scores of gold and of the rationales that say
-    nothing about the instance, relative to its zero point (no rationale), and the variants it reads at chance."""
+    """`reading_sentence` for every metric of a run's summary that scored gold and `empty`."""
     out = []
     for metric in summary["metric"].unique(maintain_order=True).to_list():
         part = {r["source"]: r for r in summary.filter(pl.col("metric") == metric).iter_rows(named=True)}
-        if "gold" not in part or ZERO_POINT not in part or part["gold"].get("score_vs_empty") is None:
+        if ZERO_POINT not in part:
             continue
-        shown = [v for v in ("gold", "borrowed", "vacuous", "leaky", "borrowed_other") if v in part]
-        values = ", ".join(f"{v} {part[v]['score_vs_empty']:+.3f}" for v in shown)
-        sentence = f"{metric.upper()}: relative to no rationale (empty, {part[ZERO_POINT]['score']:.3f}), {values}"
-        unread = unread_variants(summary, metric)
-        if unread:
-            sentence += (f"; its evaluator reads {', '.join(unread)} at chance, so a separation from "
-                         f"{'it' if len(unread) == 1 else 'them'} says it cannot read the text, not that the text "
-                         "holds less")
-        out.append(sentence + ".")
+        sentence = reading_sentence(metric, {v: r.get("score_vs_empty") for v, r in part.items()},
+                                    part[ZERO_POINT]["score"], unread_variants(summary, metric))
+        if sentence:
+            out.append(sentence)
     return out
 
 

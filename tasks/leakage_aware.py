@@ -12,6 +12,7 @@ from larev.formats import baseline_input
 from larev.leakage.attribution import AttributionConfig
 from larev.methods.leakage_aware.antonyms import AntonymConfig
 from larev.methods.leakage_aware.config import LeakageAwareConfig
+from larev.metrics.scores import CONTROL_PREFIX
 from larev.methods.leakage_aware.environments import MASKED
 from larev.methods.leakage_aware.instances import la_env_names, la_instances
 from larev.schema import label_sets
@@ -144,7 +145,7 @@ class LeakageAware:
     def model_names(models: dict[str, ArtifactRef]) -> list[str]:
         """The models scored with LAREV's estimator among a run's models: `larev`, `larev_<ablation>` and the
         controls, `control_<name>`."""
-        return [k for k in models if k == "larev" or k.startswith(("larev_", "control_"))]
+        return [k for k in models if k == "larev" or k.startswith(("larev_", CONTROL_PREFIX))]
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
         cfg, steps = run.params.larev, run.steps
@@ -153,26 +154,24 @@ class LeakageAware:
         envs = steps.run(make_environments, run.examples, run.baselines, terms["terms"], models["phi_base"],
                          cfg.antonyms)
         probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
-        phi_las = {}
-        trained_ablations = [*cfg.ablations, *(["erm_envs"] if "erm_envs" in cfg.controls
-                                               and "erm_envs" not in cfg.ablations else [])]
-        for ablation in [None, *trained_ablations]:
+
+        def trained_phi_la(ablation: str | None) -> ArtifactRef:
             name = "larev" if ablation is None else f"larev_{ablation}"
-            phi_las[name] = steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
-                                      cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
-                                      start_from=None if cfg.la_start == "fresh" else models["phi"],
-                                      min_steps=cfg.la_min_steps, label_edits=cfg.label_edits,
-                                      la_start=cfg.la_start)
+            return steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
+                             cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
+                             start_from=None if cfg.la_start == "fresh" else models["phi"],
+                             min_steps=cfg.la_min_steps, label_edits=cfg.label_edits, la_start=cfg.la_start)
+
+        phi_las = {"larev" if a is None else f"larev_{a}": trained_phi_la(a) for a in [None, *cfg.ablations]}
         controls = {}
-        if "erm_envs" in cfg.controls:
-            controls["control_erm_envs"] = phi_las["larev_erm_envs"]
-            if "erm_envs" not in cfg.ablations:
-                del phi_las["larev_erm_envs"]  # trained for the control only: scored once, as control_erm_envs
+        if "erm_envs" in cfg.controls:  # the erm_envs ablation's phi_LA (the same step when both are asked)
+            controls[CONTROL_PREFIX + "erm_envs"] = phi_las.get("larev_erm_envs") or trained_phi_la("erm_envs")
         if "phi" in cfg.controls:
-            controls["control_phi"] = models["phi"]
+            controls[CONTROL_PREFIX + "phi"] = models["phi"]
         if "r_only" in cfg.controls:
-            controls["control_r_only"] = steps.run(train_model, "r_only", run.examples, run.baselines, run.tokenizer,
-                                                   run.params.model, run.params.train, step_label="train-r_only")
+            controls[CONTROL_PREFIX + "r_only"] = steps.run(train_model, "r_only", run.examples, run.baselines,
+                                                            run.tokenizer, run.params.model, run.params.train,
+                                                            step_label="train-r_only")
         return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs},
                        report_models=phi_las)
 

@@ -35,8 +35,9 @@ import polars as pl
 from pydantic import BaseModel
 
 from larev.metrics.bootstrap import bootstrap_intervals
-from larev.metrics.scores import VARIANTS, separations, unread_variants
-from larev.reports import json_number, markdown_table, separation_plot, separation_table, with_interval
+from larev.metrics.scores import CONTROL_PREFIX, VARIANTS, separations, unread_variants
+from larev.reports import (json_number, markdown_table, reading_sentence, separation_plot, separation_table,
+                           with_interval)
 
 
 # results.md's separation columns
@@ -46,7 +47,6 @@ THESIS_COLUMNS = ["gold-leaky", "gold-gold_leaky", "gold-vacuous"]  # "positive 
 # results.json's per-variant figures: its key -> the summary column
 FIGURES = {"scores": "score", "accuracy": "accuracy_with", "chance": "chance", "reads": "reads",
            "below_chance": "below_chance", "score_clipped": "score_clipped", "score_vs_empty": "score_vs_empty"}
-CONTROL_PREFIX = "control_"
 
 
 def _figure(value):
@@ -142,19 +142,13 @@ def variant_figures_table(results: dict, metrics: list[str], *, cell=None) -> pl
 
 
 def results_sentences(results: dict) -> list[str]:
-    """One plain sentence per metric from results.json: gold and the rationales that say nothing about the
-    instance, relative to no rationale, and the variants read at chance."""
+    """`larev.reports.reading_sentence` for every metric of results.json (one seed or the means over seeds)."""
     out = []
-    for m, rel in results.get("score_vs_empty", {}).items():
-        if rel.get("gold") is None:
-            continue
-        shown = [v for v in ("gold", "borrowed", "vacuous", "leaky", "borrowed_other") if rel.get(v) is not None]
-        sentence = (f"{m.upper()}: relative to no rationale (empty, {results['scores'][m]['empty']:.3f}), "
-                    + ", ".join(f"{v} {rel[v]:+.3f}" for v in shown))
-        unread = results.get("unread", {}).get(m) or []
-        if unread:
-            sentence += f"; reads {', '.join(unread)} at chance (separations from them flagged)"
-        out.append(sentence + ".")
+    for m, relative in results.get("score_vs_empty", {}).items():
+        sentence = reading_sentence(m, relative, results["scores"][m].get("empty"),
+                                    results.get("unread", {}).get(m) or [])
+        if sentence:
+            out.append(sentence)
     return out
 
 

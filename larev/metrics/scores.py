@@ -33,6 +33,7 @@ DEGRADED = tuple(v for v in VARIANTS if v != "gold")
 THESIS_DEGRADED = tuple(v for v in THESIS_VARIANTS if v != "gold")
 AGGREGATES = ("mean", "leak_macro")
 ZERO_POINT = "empty"  # the variant every score is read against (score_vs_empty)
+CONTROL_PREFIX = "control_"  # LAREV's controls (larev.controls) score as metrics named control_NAME
 READS_Z = 1.96  # `reads`: accuracy outside chance +- READS_Z binomial standard errors
 
 SCORE_SCHEMA: dict[str, pl.DataType] = {

@@ -74,7 +74,7 @@ ABLATIONS: dict[str, dict] = {
 }
 
 
-CONTROLS = ("erm_envs", "phi", "r_only")  # LarevConfig.controls; scored as control_NAME
+CONTROLS = ("erm_envs", "phi", "r_only")  # LarevConfig.controls, scored as control_NAME (scores.CONTROL_PREFIX)
 
 
 class LarevConfig(_Config):
