@@ -97,7 +97,8 @@ def finished_run(steps: StepRunner, run: dict, refs: dict[str, ArtifactRef], *, 
     options (`score` replaces the run's scoring options)."""
     return Run(steps=steps, examples=refs["examples"], baselines=refs["baselines"],
                baseline_config=BaselineConfig(**run["params"]["baselines"]),
-               score=score or ScoreConfig(**run["params"]["score"]), device=device, tokenizer=refs.get("tokenizer"))
+               score=score or ScoreConfig(**run["params"]["score"]), device=device, tokenizer=refs.get("tokenizer"),
+               saved_params=run["params"])
 
 
 def score_all(run: Run, models: dict[str, ArtifactRef], rationales: ArtifactRef | list[ArtifactRef],

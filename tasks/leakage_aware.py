@@ -1,5 +1,5 @@
 """LAREV's steps: IG leakage terms on phi_base, the baseline environments, the leakage probe, phi_LA; scored with
-REV's estimator."""
+REV's estimator against the zero point of `larev.definition`."""
 
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
                  objective: LeakageAwareConfig, progress: bool = True,
                  start_from: ArtifactRef | None = None, min_steps: int = 0,
                  label_edits: str = "auto", la_start: str = "phi") -> ArtifactRef:
-    """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms: a fresh model, or a copy of
+    """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms (and, unless the objective is
+    the thesis's, no-rationale instances and the borrowed-rationale term): a fresh model, or a copy of
     the evaluator `start_from` (REV's phi) when `la_start` (larev.la_start, resolved for the task) is 'phi';
     at least `min_steps` optimizer steps; `label_edits` (larev.label_edits) edits the label's own text in the
     environments too."""
@@ -122,13 +123,25 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
         phi_la = load_evaluator(store.get_dir(start_from.key), device=train.device)
     psi = load_evaluator(store.get_dir(probe.key), device=train.device)
     edits = {"label_edits": la_config.resolve_label_edits(label_edits, task),
-             "mask_token": mask_token_of(psi.tokenizer)}
+             "mask_token": mask_token_of(psi.tokenizer),
+             "empty_rationales": objective.empty_rationales, "borrowed": objective.lambda_borrowed > 0,
+             "seed": train.seed}
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
         train_leakage_aware(phi_la, psi, la_instances(tr, env_names, **edits), la_instances(val, env_names, **edits),
                             label_sets(val), train, objective, task=task, progress=progress,
                             env_names=tuple(la_env_names(env_names, edits["label_edits"])), checkpointer=checkpoints)
         phi_la.meta["label_edits"], phi_la.meta["la_start"] = edits["label_edits"], start
+        phi_la.meta["zero_rows"] = {"empty_rationales": edits["empty_rationales"], "borrowed": edits["borrowed"]}
         return put_evaluator(store, name, phi_la, name)
+
+
+def larev_zero(run: Run) -> str:
+    """The zero point LAREV's scores are read against: the run's `larev.definition`'s; a finished run's from its
+    run.json, where a run made before the definition existed trained the thesis's phi_LA ('base')."""
+    if run.params is not None:
+        return run.params.larev.zero
+    saved = (run.saved_params or {}).get("larev", {})
+    return la_config.LarevConfig(definition=saved.get("definition", "thesis")).zero
 
 
 class LeakageAware:
@@ -180,5 +193,8 @@ class LeakageAware:
 
     def score(self, run: Run, models: dict[str, ArtifactRef],
               rationales: ArtifactRef | list[ArtifactRef]) -> list[ArtifactRef]:
-        return [score_with_estimator(run, name, models[name], models["phi_base"], rationales)
+        """Every model of `model_names` with REV's estimator, read against `larev.definition`'s zero point: the
+        model's own reading of no rationale ('new_information'), or phi_base on b ('thesis')."""
+        zero = larev_zero(run)
+        return [score_with_estimator(run, name, models[name], models["phi_base"], rationales, zero=zero)
                 for name in self.model_names(models)]

@@ -35,6 +35,7 @@ class Run:
     device: str = "auto"
     tokenizer: ArtifactRef | None = None
     params: Any = None  # the pipeline's PipelineParams when training; None when scoring with a finished run
+    saved_params: dict | None = None  # a finished run's params as its run.json holds them (scoring with its models)
     label: str = ""  # prefix of the score steps' names (e.g. 'addtext-')
 
 

@@ -54,24 +54,25 @@ def baselines_for(store: ArtifactStore, examples: pl.DataFrame, baselines: Artif
 @larev_task("score", task_run_name="score-{metric}")
 def score_metric(store: ArtifactStore, metric: str, phi: ArtifactRef, phi_base: ArtifactRef, rationales: ArtifactRef,
                  examples: ArtifactRef, baselines: ArtifactRef, baseline_config: BaselineConfig,
-                 score: ScoreConfig, device: str = "auto", progress: bool = True) -> ArtifactRef:
+                 score: ScoreConfig, device: str = "auto", progress: bool = True, zero: str = "base") -> ArtifactRef:
     """Pointwise scores (REV eq. 5; LAREV eq. 4.4 when phi is phi_LA) for every rationale, with both
-    evaluators' predictions."""
+    evaluators' predictions; `zero`: what log p_base is (larev.metrics.rev.score_rev)."""
     ex = store.read_parquet(examples.key)
     rat = store.read_parquet(rationales.key)
     b = baselines_for(store, ex, baselines, rat, baseline_config)
     g_prime = load_evaluator(store.get_dir(phi.key), device=device)
-    g = load_evaluator(store.get_dir(phi_base.key), device=device)
-    scores = rev.score_rev(g_prime, g, rat, ex, b, score, metric=metric, progress=progress)
+    g = load_evaluator(store.get_dir(phi_base.key), device=device) if zero == "base" else None
+    scores = rev.score_rev(g_prime, g, rat, ex, b, score, metric=metric, progress=progress, zero=zero)
     return put_table(store, "scores.parquet", scores)
 
 
 def score_with_estimator(run: Run, metric: str, phi: ArtifactRef, phi_base: ArtifactRef,
-                         rationales: ArtifactRef | list[ArtifactRef]) -> ArtifactRef:
-    """REV's estimator (eq. 5) of `metric` with `phi` as g' and phi_base as g, over a rationale table."""
+                         rationales: ArtifactRef | list[ArtifactRef], zero: str = "base") -> ArtifactRef:
+    """REV's estimator (eq. 5) of `metric` with `phi` as g' and, as the zero point, phi_base on b (`zero`
+    'base') or phi's own reading of no rationale ('empty'), over a rationale table."""
     return run.steps.score(score_metric, metric, phi, phi_base, rationales=rationales, examples=run.examples,
                            baselines=run.baselines, baseline_config=run.baseline_config, score=run.score,
-                           device=run.device, step_label=f"{run.label}score-{metric}")
+                           device=run.device, zero=zero, step_label=f"{run.label}score-{metric}")
 
 
 class Rev:

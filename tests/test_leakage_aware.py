@@ -148,7 +148,8 @@ def test_phi_la_training_smoke():
     assert {"erm", "irm", "probe", "val_logp_E1", "val_logp_E2", "val_logp_E3"} <= set(result.history[0])
     assert result.trace[0].w_irm < result.trace[-1].w_irm == 1.0  # warm-up reached the embedded default
     assert all(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
-    assert phi_la.meta["objective"]["effective_weights"] == {"lambda_irm": 1.0, "lambda_probe": 0.005}
+    assert phi_la.meta["objective"]["effective_weights"] == {"lambda_irm": 1.0, "lambda_probe": 0.005,
+                                                             "lambda_borrowed": 0.0}  # no borrowed rows here
 
 
 def test_label_set_scores_match_scoring_and_train():

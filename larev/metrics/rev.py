@@ -4,6 +4,10 @@ pointwise   REV(x, y, r) = log g'[r, b](y) - log g[b](y)          (eq. 5)
 aggregate   REV_D = mean_i REV(x_i, y_i, r_i)                      (eq. 6)
 g  = phi_base, trained on the vacuous baseline b alone;  g' = phi, trained on [r, b].
 Both log-probabilities use the same normalisation (`ScoreConfig.normalisation`).
+
+LAREV's default definition ('new_information', docs/methods.md) keeps g' = phi_LA and takes the zero point from
+g' itself: log g'[empty, b](y), the reading of no rationale (`zero='empty'`); an empty rationale then scores 0
+exactly, and any other score says what r adds to that reading.
 """
 
 from __future__ import annotations
@@ -29,21 +33,28 @@ def aggregate(pointwise: np.ndarray) -> float:
     return float(pointwise.mean()) if pointwise.size else float("nan")
 
 
-def reading_inputs(phi: Evaluator, rows: pl.DataFrame) -> list[str]:
+ZEROS = ("base", "empty")  # score_rev's zero points
+
+
+def reading_inputs(phi: Evaluator, rows: pl.DataFrame, *, empty: bool = False) -> list[str]:
     """The inputs of g' (the evaluator that reads the rationale): [r, b], or r alone for an evaluator trained
     that way (the `r_only` control). Every evaluator is scored on the input form it was trained on (its saved
-    role)."""
+    role). empty: the same inputs with no rationale ([empty, b]; the zero point 'empty')."""
+    rationales = [""] * rows.height if empty else rows["rationale"].to_list()
     if phi.meta.get("role") == "r_only":
-        return [rationale_only_input(r) for r in rows["rationale"]]
-    return [rationale_input(r, b) for r, b in zip(rows["rationale"], rows["baseline"])]
+        return [rationale_only_input(r) for r in rationales]
+    return [rationale_input(r, b) for r, b in zip(rationales, rows["baseline"])]
 
 
-def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, examples: pl.DataFrame,
+def score_rev(phi: Evaluator, phi_base: Evaluator | None, rationales: pl.DataFrame, examples: pl.DataFrame,
               baselines: pl.DataFrame, config: ScoreConfig, *, metric: str = "rev",
-              progress: bool = False) -> pl.DataFrame:
+              progress: bool = False, zero: str = "base") -> pl.DataFrame:
     """Score rationales (id, source, rationale, label) with REV; one row per (id, source).
 
     The same estimator gives LAREV (thesis eq. 4.4) when `phi` is the leakage-aware phi_LA: `metric` names it.
+    zero: the second term. 'base': log phi_base[b](y) (REV eq. 5, the thesis's LAREV); 'empty': log phi[empty,
+    b](y), phi's own reading of no rationale (LAREV's 'new_information'; phi_base unused, may be None). The
+    columns logp_base / pred_base / correct_base hold that term's figures either way.
 
     examples: the canonical examples (for the label set of each id); baselines: id, label, baseline for every
     (id, label) pair among the rationales (b states the label being evaluated, which need not be the gold one).
@@ -60,9 +71,17 @@ def score_rev(phi: Evaluator, phi_base: Evaluator, rationales: pl.DataFrame, exa
                                desc=f"{metric}: g'[r, b]")
     base_rows = rows.unique(["id", "label"], keep="first", maintain_order=True)
     base_cands = label_sets(base_rows)
-    base_scores = score_labels(phi_base, [baseline_input(b) for b in base_rows["baseline"]],
-                               base_rows["label"].to_list(), base_cands, config, progress=progress,
-                               desc=f"{metric}: g[b]")
+    if zero == "base":
+        if phi_base is None:
+            raise ValueError("zero='base' needs phi_base")
+        base_scores = score_labels(phi_base, [baseline_input(b) for b in base_rows["baseline"]],
+                                   base_rows["label"].to_list(), base_cands, config, progress=progress,
+                                   desc=f"{metric}: g[b]")
+    elif zero == "empty":
+        base_scores = score_labels(phi, reading_inputs(phi, base_rows, empty=True), base_rows["label"].to_list(),
+                                   base_cands, config, progress=progress, desc=f"{metric}: g'[empty, b]")
+    else:
+        raise ValueError(f"zero must be one of {ZEROS}, got {zero!r}")
     base = base_rows.select("id", "label").with_columns(
         logp_base=pl.Series(base_scores.logp), pred_base=pl.Series(base_scores.predicted),
         correct_base=pl.Series(base_scores.correct))

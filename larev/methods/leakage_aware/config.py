@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from larev.config import TrainConfig, _Config
 from larev.leakage.attribution import AttributionConfig
@@ -47,6 +47,24 @@ class LeakageAwareConfig(_Config):
                             "on the embedded model and minilm, tokens otherwise")
     defaults: Literal["backbone", "thesis"] = Field(
         "backbone", description="where unset weights come from: the backbone's defaults, or always the thesis's")
+    # The zero point and rationale-side invariance (docs/methods.md, "LAREV's zero"): not in the thesis, which
+    # `LarevConfig.definition='thesis'` restores (both off).
+    empty_rationales: bool = Field(
+        True, description="every instance also trains with no rationale, [empty, b_e] -> y, in one of its "
+                          "environments (seeded): phi_LA's own reading of no rationale is the score's zero point, "
+                          "so it must be a trained reading, not an untrained input")
+    lambda_borrowed: float = Field(
+        1.0, ge=0, description="weight of the borrowed-rationale consistency term: KL(sg p(.|empty, b_e) || "
+                               "p(.|r', b_e)) over the label set, r' the rationale of another training instance "
+                               "with the same label; a rationale about another instance must leave phi_LA where "
+                               "no rationale does. Needs empty_rationales; 0: off")
+
+    @model_validator(mode="after")
+    def _borrowed_needs_empty(self) -> "LeakageAwareConfig":
+        if self.lambda_borrowed > 0 and not self.empty_rationales:
+            raise ValueError("lambda_borrowed > 0 needs empty_rationales (the term pulls a borrowed rationale's "
+                             "reading to the no-rationale reading); set lambda_borrowed=0 or empty_rationales=true")
+        return self
 
     def _small(self, backbone: str) -> bool:
         return backbone in SMALL_DATA_BACKBONES and self.defaults == "backbone"
@@ -64,14 +82,24 @@ class LeakageAwareConfig(_Config):
                 probe if self.lambda_probe is None else self.lambda_probe)
 
 
-# The ablations of thesis table 5.6, the control of training on the environments with no penalty at all, and
-# the thesis's own weights (which differ from the default on the embedded backbone): objective updates by name.
+# The ablations of thesis table 5.6, the control of training on the environments with no invariance term at all
+# (no IRM, no probe, no borrowed-rationale term; the no-rationale instances stay: they are the zero point's
+# estimator, not an invariance term), the rationale-side term off, and the thesis's own weights (which differ
+# from the default on the embedded backbone): objective updates by name.
 ABLATIONS: dict[str, dict] = {
     "no_irm": {"lambda_irm": 0.0},
     "no_probe": {"lambda_probe": 0.0},
-    "erm_envs": {"lambda_irm": 0.0, "lambda_probe": 0.0},
+    "no_borrowed": {"lambda_borrowed": 0.0},
+    "erm_envs": {"lambda_irm": 0.0, "lambda_probe": 0.0, "lambda_borrowed": 0.0},
     "thesis": {"lambda_irm": None, "lambda_probe": None, "defaults": "thesis"},
 }
+
+# LarevConfig.definition: what a LAREV score is. 'new_information' (the default): log phi_LA(y | r, b) -
+# log phi_LA(y | empty, b), phi_LA trained with no-rationale instances and the borrowed-rationale term, so a
+# rationale that says nothing about the instance scores about 0. 'thesis' (reproduction): log phi_LA(y | r, b) -
+# log phi_base(y | b) (thesis eq. 4.4), phi_LA trained on the thesis's objective alone.
+DEFINITIONS = ("new_information", "thesis")
+THESIS_OBJECTIVE = {"empty_rationales": False, "lambda_borrowed": 0.0}
 
 
 CONTROLS = ("erm_envs", "phi", "r_only")  # LarevConfig.controls, scored as control_NAME (scores.CONTROL_PREFIX)
@@ -108,10 +136,18 @@ class LarevConfig(_Config):
     la_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
                                   description="phi_LA: batch_size counts instances, each with its environments "
                                               "(the thesis: 2 epochs, one instance per step)")
-    ablations: list[Literal["no_irm", "no_probe", "erm_envs", "thesis"]] = Field(
+    definition: Literal["new_information", "thesis"] = Field(
+        "new_information", description="what a LAREV score is. new_information: log phi_LA(y|r,b) - log "
+                                       "phi_LA(y|empty,b), phi_LA trained with no-rationale instances and the "
+                                       "borrowed-rationale term (objective.empty_rationales, "
+                                       "objective.lambda_borrowed), so 0 means no new information; thesis: log "
+                                       "phi_LA(y|r,b) - log phi_base(y|b) (thesis eq. 4.4) and the thesis's "
+                                       "objective, for reproduction. Recorded in run.json's params")
+    ablations: list[Literal["no_irm", "no_probe", "no_borrowed", "erm_envs", "thesis"]] = Field(
         default_factory=list, description="extra phi_LA variants scored as larev_NAME: no_irm (lambda_irm 0), "
-                                          "no_probe (lambda_probe 0), erm_envs (both 0), thesis (the thesis's "
-                                          "weights for the task); thesis table 5.6")
+                                          "no_probe (lambda_probe 0), no_borrowed (lambda_borrowed 0), erm_envs "
+                                          "(all three 0), thesis (the thesis's weights for the task); thesis "
+                                          "table 5.6")
 
     controls: list[Literal["erm_envs", "phi", "r_only"]] = Field(
         default_factory=list, description="controls scored with LAREV's estimator as control_NAME, to read LAREV's "
@@ -128,8 +164,16 @@ class LarevConfig(_Config):
         return names
 
     def objective_for(self, ablation: str | None) -> LeakageAwareConfig:
-        """The objective of the main phi_LA (None) or of an ablation."""
-        return self.objective if ablation is None else self.objective.model_copy(update=ABLATIONS[ablation])
+        """The objective of the main phi_LA (None) or of an ablation, under the run's `definition` (the thesis's
+        trains neither no-rationale instances nor the borrowed term)."""
+        objective = self.objective if ablation is None else self.objective.model_copy(update=ABLATIONS[ablation])
+        return objective.model_copy(update=THESIS_OBJECTIVE) if self.definition == "thesis" else objective
+
+    @property
+    def zero(self) -> str:
+        """The score's zero point under `definition`: 'empty' (the reading evaluator's own reading of no
+        rationale) or 'base' (phi_base on b, REV's)."""
+        return "base" if self.definition == "thesis" else "empty"
 
 
 def resolve_la_start(la_start: str, task: str) -> str:

@@ -4,12 +4,20 @@ The environment table (environments.py) has one row per (id, environment) with t
 on the example's rationale r with each environment's b (thesis eq. 4.10), and its probe term reads the masked b.
 With label edits (label_edits.py) the label's own text is edited in r (and b) too, and the instances have one
 environment more (`SWAPPED_AGAIN`).
+
+LAREV's zero point (config `definition='new_information'`) adds, per instance, in one of its environments drawn
+with a seeded generator: the no-rationale input [empty, b_e] (trained to y like the others) and the borrowed
+input [r', b_e], r' the rationale of another instance with the same label (a derangement within each label,
+`larev.data.variants.borrowed_from`), which the borrowed-rationale term pulls to the no-rationale reading.
 """
 
 from __future__ import annotations
 
+import random
+
 import polars as pl
 
+from larev.data.variants import borrowed_from
 from larev.formats import baseline_input, rationale_input
 from larev.methods.leakage_aware.environments import MASKED, environment_names
 from larev.methods.leakage_aware.label_edits import SWAPPED_AGAIN, label_edited_environments
@@ -30,19 +38,37 @@ def la_env_names(env_names: list[str], label_edits: str) -> list[str]:
 
 
 def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "none",
-                 mask_token: str | None = None) -> list[LAInstance]:
+                 mask_token: str | None = None, *, empty_rationales: bool = False, borrowed: bool = False,
+                 seed: int = 0) -> list[LAInstance]:
     """phi_LA's training instances from an `environment_frame`: [r_e, b_e] for every environment e and the
     probe's input (the masked b). With `label_edits` other than 'none', the label's own text is edited in r (and b)
-    like b's spans and the instances have the environments of `la_env_names` (needs `mask_token`)."""
+    like b's spans and the instances have the environments of `la_env_names` (needs `mask_token`).
+
+    empty_rationales: each instance also gets [empty, b_z] in one environment z of those it has (seeded by
+    `seed`); borrowed (needs empty_rationales): and [r', b_z], r' the (unedited) rationale of another row of `df`
+    with the same label, None for a row whose label no other row has.
+    """
+    if borrowed and not empty_rationales:
+        raise ValueError("borrowed rationales need the no-rationale instances (empty_rationales)")
     names = la_env_names(env_names, label_edits)
+    rng = random.Random(seed)
+    donors = borrowed_from(df["label"].to_list(), same_label=True, seed=seed) if borrowed else [None] * df.height
+    rationales = df["rationale"].to_list()
     out = []
-    for row in df.iter_rows(named=True):
+    for i, row in enumerate(df.iter_rows(named=True)):
         candidates = tuple(label_set(row["task"], row["choices"]))
         if label_edits == "none":
             pairs = {e: None if row[e] is None else (row["rationale"], row[e]) for e in env_names}
         else:
             pairs = label_edited_environments(row["rationale"], row["label"], candidates,
                                               {e: row[e] for e in env_names}, mask_token, env_names, label_edits)
+        zero = {}
+        if empty_rationales:
+            z = rng.choice([k for k, e in enumerate(names) if pairs[e] is not None])
+            b_z = pairs[names[z]][1]
+            zero = {"zero_env": z, "empty_input": rationale_input("", b_z),
+                    "borrowed_input": None if donors[i] is None else rationale_input(rationales[donors[i]], b_z)}
         out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e]) for e in names),
-                              probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates))
+                              probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates,
+                              **zero))
     return out

@@ -1,7 +1,8 @@
 """phi_LA's loss (thesis eq. 4.9/4.10) and the leakage probe psi built from phi (eq. 4.8).
 
-L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K)
-    ERM       mean over the environments of the token cross-entropy of y given [r, b_e]  (eq. 4.7's first term)
+L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K) + lambda_borrowed * L_borrowed
+    ERM       mean over the environments of the token cross-entropy of y given [r, b_e]  (eq. 4.7's first term);
+              with no-rationale instances, [empty, b_e] -> y counts as one more instance of environment e
     IRMv1_e   per-environment penalty (eq. 4.6, larev/models/irm.py)
     L_probe   the frozen probe's negative log-likelihood of y over the label set (log-softmax of the label-set
               scores s_k = log p(label k | .), decoded from phi_LA's own encoding of b~), per row bounded at chance
@@ -9,7 +10,12 @@ L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K)
               confidently wrong. The bound is in label-set units on purpose: the token cross-entropy over the
               whole vocabulary (end token included) sits near log(K)/2 at chance for one-token labels, so a
               clip at log K there would still reward a probe pushed below chance.
-Both weights ramp up linearly over the first `warmup_fraction` of the steps (thesis 5.3.3).
+    L_borrowed  not in the thesis (its future work: invariance on the rationale side): the mean over rows of
+              KL(sg p(. | empty, b_e) || p(. | r', b_e)) over the label set, r' another training instance's
+              rationale with the same label, sg: no gradient through the target. A rationale about another
+              instance carries the label's usual phrasing and nothing about this one: it must leave phi_LA's
+              belief where no rationale leaves it, which is the zero point of LAREV's score.
+All weights ramp up linearly over the first `warmup_fraction` of the steps (thesis 5.3.3).
 """
 
 from __future__ import annotations
@@ -46,11 +52,29 @@ def bounded_probe_loss(probe_nll: torch.Tensor, n_labels: int | torch.Tensor, bo
     return torch.minimum(probe_nll, chance).mean()
 
 
+def borrowed_consistency(borrowed_scores: torch.Tensor, empty_scores: torch.Tensor) -> torch.Tensor:
+    """L_borrowed: mean over rows of KL(sg softmax(empty_scores) || softmax(borrowed_scores)), the label-set
+    distributions of [r', b_e] and [empty, b_e] (same row, same environment); the target gets no gradient.
+
+    borrowed_scores, empty_scores: (B, K_max) label-set scores s_k, -inf where a row has fewer labels (the same
+    places in both). Returns a scalar >= 0 (0 for B = 0), 0 exactly when the two distributions agree.
+    """
+    if borrowed_scores.shape[0] == 0:
+        return borrowed_scores.new_zeros(())
+    target = torch.log_softmax(empty_scores.detach(), dim=-1)
+    logq = torch.log_softmax(borrowed_scores, dim=-1)
+    present = torch.isfinite(target)
+    kl = torch.where(present, target.exp() * (target - logq), torch.zeros_like(target))
+    return kl.sum(dim=-1).mean()
+
+
 def la_objective(erm_losses: list[torch.Tensor], irm_penalties: list[torch.Tensor], probe_loss: torch.Tensor,
-                 w_irm: float, w_probe: float) -> torch.Tensor:
-    """Eq. 4.9: mean_e L^e + w_irm * sum_e IRM_e - w_probe * L_probe."""
+                 w_irm: float, w_probe: float, borrowed_loss: torch.Tensor | None = None,
+                 w_borrowed: float = 0.0) -> torch.Tensor:
+    """Eq. 4.9: mean_e L^e + w_irm * sum_e IRM_e - w_probe * L_probe, plus w_borrowed * L_borrowed."""
     erm = torch.stack(erm_losses).mean()
-    return erm + w_irm * torch.stack(irm_penalties).sum() - w_probe * probe_loss
+    loss = erm + w_irm * torch.stack(irm_penalties).sum() - w_probe * probe_loss
+    return loss if borrowed_loss is None else loss + w_borrowed * borrowed_loss
 
 
 def freeze(modules: Iterable[torch.nn.Module]) -> None:

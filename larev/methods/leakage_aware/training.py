@@ -18,7 +18,8 @@ from larev.config import ScoreConfig, TrainConfig
 from larev.device import autocast, resolve_device, seed_everything
 from larev.methods.leakage_aware.config import LeakageAwareConfig
 from larev.methods.leakage_aware.environments import ENVIRONMENT_NAMES
-from larev.methods.leakage_aware.objective import bounded_probe_loss, freeze, la_objective, label_set_nll, ramp
+from larev.methods.leakage_aware.objective import (borrowed_consistency, bounded_probe_loss, freeze, la_objective,
+                                                   label_set_nll, ramp)
 from larev.models.checkpoint import Checkpointer
 from larev.models.evaluator import (Evaluator, candidate_logprobs_from, labels_for_loss, pad_batch, score_labels,
                                     tokenize)
@@ -38,6 +39,12 @@ class LAInstance:
     probe_input: str  # baseline_input(b~); unused when the probe weight is 0
     label: str
     candidates: tuple[str, ...]  # the label set (contains label)
+    # LAREV's zero point (instances.la_instances): the environment z of the two inputs below, [empty, b_z] (trained
+    # to the label like the others) and [r', b_z] (r' another instance's same-label rationale: pulled to the
+    # no-rationale reading); None where the instance has none
+    zero_env: int | None = None
+    empty_input: str | None = None
+    borrowed_input: str | None = None
 
 
 def label_set_scores(model: torch.nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
@@ -67,6 +74,8 @@ class LAStepRecord:
     probe: float
     w_irm: float
     w_probe: float
+    borrowed: float | None = None  # the borrowed-rationale term (None when off: nan would break equality)
+    w_borrowed: float = 0.0
 
 
 @dataclass
@@ -97,6 +106,8 @@ class _Encoded:
     probe_ids: list[list[int]]
     label_ids: list[list[int]]
     candidate_ids: dict[str, list[int]]
+    empty_ids: list[list[int] | None]  # per instance [empty, b_z]
+    borrowed_ids: list[list[int] | None]  # per instance [r', b_z]
 
 
 def _tokenize_present(tok, texts: list[str | None], max_len: int, eos: int) -> list[list[int] | None]:
@@ -112,24 +123,44 @@ def _encode(phi_la: Evaluator, train: list[LAInstance], n_env: int, with_probe: 
         env_ids=[_tokenize_present(tok, [x.inputs[e] for x in train], max_in, eos) for e in range(n_env)],
         probe_ids=tokenize(tok, [x.probe_input for x in train], max_in, eos)[0] if with_probe else [],
         label_ids=phi_la.target_ids([x.label for x in train]),
-        candidate_ids={c: phi_la.target_ids([c])[0] for x in train for c in x.candidates})
+        candidate_ids={c: phi_la.target_ids([c])[0] for x in train for c in x.candidates},
+        empty_ids=_tokenize_present(tok, [x.empty_input for x in train], max_in, eos),
+        borrowed_ids=_tokenize_present(tok, [x.borrowed_input for x in train], max_in, eos))
+
+
+OWN, EMPTY, BORROWED = "own", "empty", "borrowed"  # the kinds of a training row: which rationale it reads
+
+
+def _batch_rows(enc: _Encoded, train: list[LAInstance], idx: list[int],
+                n_env: int) -> list[tuple[int, int, str, list[int]]]:
+    """The rows of one forward pass, (environment, position in the batch, kind, input ids), environment-major
+    for the instance's own rationale, then its no-rationale and borrowed rows (in its zero environment)."""
+    rows = [(e, k, OWN, enc.env_ids[e][j]) for e in range(n_env) for k, j in enumerate(idx)
+            if enc.env_ids[e][j] is not None]
+    for kind, ids in ((EMPTY, enc.empty_ids), (BORROWED, enc.borrowed_ids)):
+        rows += [(train[j].zero_env, k, kind, ids[j]) for k, j in enumerate(idx) if ids[j] is not None]
+    return rows
 
 
 def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, idx: list[int],
                 n_env: int, objective: LeakageAwareConfig, w_irm: float, w_probe: float, with_probe: bool,
-                device: torch.device, bf16: bool) -> tuple[torch.Tensor, tuple[float, float, float]]:
+                device: torch.device, bf16: bool,
+                w_borrowed: float = 0.0) -> tuple[torch.Tensor, tuple[float, float, float, float]]:
     """Eq. 4.10 on the instances `idx`: the loss to minimise and its logged parts (mean ERM over environments,
-    summed IRM penalty, the probe's loss; nan when the probe weight is 0)."""
+    summed IRM penalty, the probe's loss, the borrowed-rationale term; nan when a weight is 0)."""
     model, pad = phi_la.model, phi_la.pad_id
     lab, lab_mask = pad_batch([enc.label_ids[j] for j in idx], pad)
     labels = labels_for_loss(lab, lab_mask).to(device)
-    # One forward pass over every (environment, instance) pair the batch has: rows env-major. An instance that
-    # lacks an environment adds no row to it, so each environment's ERM and IRM terms cover the rows it has.
-    pairs = [(e, k) for e in range(n_env) for k, j in enumerate(idx) if enc.env_ids[e][j] is not None]
-    ids, mask = pad_batch([enc.env_ids[e][idx[k]] for e, k in pairs], pad)
-    row_of = torch.tensor([k for _, k in pairs], device=device)
-    groups = [[i for i, (e2, _) in enumerate(pairs) if e2 == e] for e in range(n_env)]
+    # One forward pass over every row the batch has (_batch_rows). An instance that lacks an environment adds no
+    # row to it, so each environment's ERM and IRM terms cover the rows it has; a no-rationale row is one more row
+    # of its environment; the borrowed rows enter only the borrowed-rationale term.
+    pairs = _batch_rows(enc, train, idx, n_env)
+    ids, mask = pad_batch([p[3] for p in pairs], pad)
+    row_of = torch.tensor([p[1] for p in pairs], device=device)
+    groups = [[i for i, p in enumerate(pairs) if p[0] == e and p[2] != BORROWED] for e in range(n_env)]
     groups = [g for g in groups if g]
+    borrowed_rows = [i for i, p in enumerate(pairs) if p[2] == BORROWED]
+    empty_row = {p[1]: i for i, p in enumerate(pairs) if p[2] == EMPTY}
     with autocast(device, bf16):
         pair_labels = labels[row_of]
         # decoder inputs without `labels`: the per-environment losses below are the only ones computed
@@ -140,12 +171,22 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
         env_labels = [pair_labels[g] for g in groups]
         erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), ignore_index=-100)
                for z, y in zip(env_logits, env_labels)]
+        hidden, mask_d = out.encoder_last_hidden_state, mask.to(device)
         if objective.irm_on == "tokens":
             irm = [irm_penalty(z, y) for z, y in zip(env_logits, env_labels)]
         else:
-            scores, target = label_set_scores(model, out.encoder_last_hidden_state, mask.to(device),
-                                              [train[idx[k]] for _, k in pairs], enc.candidate_ids, pad)
+            scores, target = label_set_scores(model, hidden, mask_d, [train[idx[p[1]]] for p in pairs],
+                                              enc.candidate_ids, pad)
             irm = [irm_penalty(scores[g], target[g]) for g in groups]
+        borrowed_loss = None
+        if borrowed_rows and w_borrowed > 0:
+            # KL(sg p(. | empty, b_z) || p(. | r', b_z)) per instance: both rows' label-set scores
+            sel = borrowed_rows + [empty_row[pairs[i][1]] for i in borrowed_rows]
+            sel_t = torch.tensor(sel, device=device)
+            sel_scores, _ = label_set_scores(model, hidden[sel_t], mask_d[sel_t],
+                                             [train[idx[pairs[i][1]]] for i in sel], enc.candidate_ids, pad)
+            n_b = len(borrowed_rows)
+            borrowed_loss = borrowed_consistency(sel_scores[:n_b], sel_scores[n_b:])
         if with_probe:
             p_ids, p_mask = pad_batch([enc.probe_ids[j] for j in idx], pad)
             p_mask = p_mask.to(device)
@@ -157,29 +198,31 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
                                             objective.probe_bound)
         else:
             probe_loss = probe_term = torch.zeros((), device=device)
-        loss = la_objective(erm, irm, probe_term, w_irm, w_probe)
-    # the probe loss is not computed when its weight is 0: logged as nan, not as a loss of 0
+        loss = la_objective(erm, irm, probe_term, w_irm, w_probe, borrowed_loss, w_borrowed)
+    # a term not computed (its weight is 0, or no row has a borrowed rationale) is logged as nan, not as 0
     return loss, (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(),
-                  probe_loss.item() if with_probe else math.nan)
+                  probe_loss.item() if with_probe else math.nan,
+                  math.nan if borrowed_loss is None else borrowed_loss.item())
 
 
 def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, order: list[int],
                epoch: int, step: int, total: int, optimizer, scheduler, result: LAResult, config: TrainConfig,
-               objective: LeakageAwareConfig, max_weights: tuple[float, float], n_env: int, device: torch.device,
-               progress: bool, log_every: int, desc: str) -> tuple[dict[str, float], int]:
-    """One pass over the instances in `order`, both weights ramped up per step (eq. 4.10's warm-up); appends the
-    logged means to `result.trace`. Returns the summed losses and the global step count after the epoch."""
+               objective: LeakageAwareConfig, max_weights: tuple[float, float, float], n_env: int,
+               device: torch.device, progress: bool, log_every: int, desc: str) -> tuple[dict[str, float], int]:
+    """One pass over the instances in `order`, every weight ramped up per step (eq. 4.10's warm-up); appends the
+    logged means to `result.trace`. Returns the epoch's mean of each logged term (over the steps that computed
+    it) and the global step count after the epoch."""
     model = phi_la.model
     steps_per_epoch = math.ceil(len(order) / config.batch_size)
-    sums = {"erm": 0.0, "irm": 0.0, "probe": 0.0}
-    window: list[tuple[float, float, float]] = []
+    parts: dict[str, list[float]] = {"erm": [], "irm": [], "probe": [], "borrowed": []}
+    window: list[tuple[float, float, float, float]] = []
     bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}", enabled=progress,
                        unit="step")
     for i in bar:
         idx = order[i * config.batch_size: (i + 1) * config.batch_size]
-        w_irm, w_probe = (w * ramp(step, total, objective.warmup_fraction) for w in max_weights)
+        w_irm, w_probe, w_borrowed = (w * ramp(step, total, objective.warmup_fraction) for w in max_weights)
         loss, values = _batch_loss(phi_la, probe, train, enc, idx, n_env, objective, w_irm, w_probe,
-                                   max_weights[1] > 0, device, config.bf16)
+                                   max_weights[1] > 0, device, config.bf16, w_borrowed=w_borrowed)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
@@ -187,31 +230,48 @@ def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstanc
         scheduler.step()
         step += 1
         window.append(values)
-        for k, v in zip(("erm", "irm", "probe"), values):
-            sums[k] += v
+        for k, v in zip(parts, values):
+            parts[k].append(v)
         if len(window) == log_every or i == steps_per_epoch - 1:
-            mean = [sum(col) / len(window) for col in zip(*window)]
-            result.trace.append(LAStepRecord(epoch, *mean, w_irm=w_irm, w_probe=w_probe))
+            mean = [_mean(col) for col in zip(*window)]
+            borrowed = None if math.isnan(mean[3]) else mean[3]
+            result.trace.append(LAStepRecord(epoch, *mean[:3], w_irm=w_irm, w_probe=w_probe, borrowed=borrowed,
+                                             w_borrowed=w_borrowed))
             bar.set_postfix(erm=f"{mean[0]:.3f}", irm=f"{mean[1]:.3f}", probe=f"{mean[2]:.3f}")
             window = []
-    return sums, step
+    return {k: _mean(v) for k, v in parts.items()}, step
+
+
+def _mean(values) -> float:
+    """The mean of the logged values a term has (nan: logged where it was not computed); nan for none."""
+    present = [v for v in values if not math.isnan(v)]
+    return sum(present) / len(present) if present else math.nan
 
 
 def _validate(phi_la: Evaluator, val: list[LAInstance], val_candidates: list[list[str]], config: TrainConfig,
               env_names: tuple[str, ...]) -> tuple[dict[str, float], float]:
     """Per environment the mean validation log p(y | input_e) and accuracy, and their mean over the environments
-    (the model-selection score)."""
+    (the model-selection score); where the instances have them, the same figures of the no-rationale and borrowed
+    inputs (`val_logp_empty`, `val_logp_borrowed`, ...: diagnostics, not used for selection)."""
     record, per_env = {}, []
-    for e, name in enumerate(env_names):
-        rows = [i for i, x in enumerate(val) if x.inputs[e] is not None]
+    score_config = ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size)
+
+    def figures(name: str, texts: list[str | None]) -> float | None:
+        rows = [i for i, t in enumerate(texts) if t is not None]
         if not rows:
-            continue
-        s = score_labels(phi_la, [val[i].inputs[e] for i in rows], [val[i].label for i in rows],
-                         [val_candidates[i] for i in rows],
-                         ScoreConfig(normalisation=config.select_by, batch_size=config.eval_batch_size))
-        per_env.append(float(s.logp.mean()))
-        record[f"val_logp_{name}"] = per_env[-1]
+            return None
+        s = score_labels(phi_la, [texts[i] for i in rows], [val[i].label for i in rows],
+                         [val_candidates[i] for i in rows], score_config)
+        record[f"val_logp_{name}"] = float(s.logp.mean())
         record[f"val_accuracy_{name}"] = float(s.correct.mean())
+        return record[f"val_logp_{name}"]
+
+    for e, name in enumerate(env_names):
+        logp = figures(name, [x.inputs[e] for x in val])
+        if logp is not None:
+            per_env.append(logp)
+    figures("empty", [x.empty_input for x in val])
+    figures("borrowed", [x.borrowed_input for x in val])
     return record, sum(per_env) / len(per_env)
 
 
@@ -261,6 +321,7 @@ def train_leakage_aware(
         raise ValueError(f"every instance needs one input per environment {env_names} (None where it lacks one; "
                          "never the first)")
     w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
+    w_borrowed_max = objective.lambda_borrowed if any(x.borrowed_input is not None for x in train) else 0.0
     objective = objective.model_copy(update={"irm_on": objective.irm_target(task, phi_la.config.backbone)})
     with_probe = w_probe_max > 0
     if with_probe and probe is None:
@@ -291,9 +352,10 @@ def train_leakage_aware(
         started = time.perf_counter()
         model.train()
         order = epoch_order(lengths, config.batch_size, generator, config.group_by_length)
-        sums, step = _run_epoch(phi_la, probe, train, enc, order, epoch, step, total, optimizer, scheduler, result,
-                                config, objective, (w_irm_max, w_probe_max), n_env, device, progress, log_every, desc)
-        record = {"epoch": epoch, **{k: v / steps_per_epoch for k, v in sums.items()}}
+        means, step = _run_epoch(phi_la, probe, train, enc, order, epoch, step, total, optimizer, scheduler, result,
+                                config, objective, (w_irm_max, w_probe_max, w_borrowed_max), n_env, device,
+                                progress, log_every, desc)
+        record = {"epoch": epoch, **{k: v for k, v in means.items() if not (k == "borrowed" and math.isnan(v))}}
         if val:
             validation, score = _validate(phi_la, val, val_candidates, config, env_names)
             record |= validation
@@ -318,5 +380,6 @@ def train_leakage_aware(
     phi_la.meta["training"] = result.as_dict()
     phi_la.meta["train_config"] = trained_with(config, phi_la.config.backbone)
     phi_la.meta["objective"] = {**objective.model_dump(mode="json"),
-                                "effective_weights": {"lambda_irm": w_irm_max, "lambda_probe": w_probe_max}}
+                                "effective_weights": {"lambda_irm": w_irm_max, "lambda_probe": w_probe_max,
+                                                      "lambda_borrowed": w_borrowed_max}}
     return result
