@@ -219,3 +219,36 @@ def test_the_demo_peak_rss_is_the_demos_not_the_benchmarks():
     seconds, peak_gib = _timed_run(["--help"])
     assert held[0] == 0 and seconds > 0
     assert peak_gib < 0.5, f"{peak_gib:.2f} GiB: the benchmark's own memory leaked into the child's figure"
+
+
+def test_report_rows_write_a_subset_of_the_test_rows_with_its_own_summary(tmp_path):
+    """`--report-rows NAME=START:STOP`: results of the test rows at those positions of the run's test split
+    alone, the summary recomputed from their scores (a tuning split and a test split from one training)."""
+    import json
+
+    from larev.bench.quality import write_quality_outputs
+    from larev.errors import ConfigError
+    from larev.metrics.scores import summarise
+
+    scores = _control_scores(0.0).filter(pl.col("metric") == "larev")
+    scores = scores.with_columns(  # rows e0..e19 score 1 nat more than e20..e39 on gold
+        score=pl.col("score") + pl.when((pl.col("source") == "gold") & (pl.col("id").str.slice(1).cast(int) < 20))
+        .then(1.0).otherwise(0.0))
+    run = tmp_path / "run"
+    run.mkdir()
+    scores.write_parquet(run / "scores.parquet")
+    summarise(scores).write_parquet(run / "summary.parquet")
+    pl.DataFrame({"id": [f"e{i}" for i in range(40)]}).write_ndjson(run / "test_split.jsonl")
+    write_quality_outputs(run, tmp_path / "all", title="t", seconds=1.0, n_boot=0)
+    write_quality_outputs(run, tmp_path / "tune", title="t", seconds=1.0, n_boot=0, rows=slice(None, 20))
+    write_quality_outputs(run, tmp_path / "test", title="t", seconds=1.0, n_boot=0, rows=slice(20, None))
+    gold = {name: json.loads((tmp_path / name / "results.json").read_text())["scores"]["larev"]["gold"]
+            for name in ("all", "tune", "test")}
+    expected = {name: scores.filter(pl.col("source") == "gold", pl.col("id").is_in(ids))["score"].mean()
+                for name, ids in (("tune", [f"e{i}" for i in range(20)]), ("test", [f"e{i}" for i in range(20, 40)]))}
+    assert gold["tune"] == pytest.approx(expected["tune"]) and gold["test"] == pytest.approx(expected["test"])
+    assert gold["tune"] - gold["test"] == pytest.approx(1.0, abs=0.05)
+    assert gold["all"] == pytest.approx((gold["tune"] + gold["test"]) / 2)
+    assert json.loads((tmp_path / "tune" / "results.json").read_text())["n_test"] == 20
+    with pytest.raises(ConfigError, match="selects none"):
+        write_quality_outputs(run, tmp_path / "none", title="t", seconds=1.0, n_boot=0, rows=slice(40, None))

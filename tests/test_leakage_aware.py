@@ -10,8 +10,8 @@ import torch
 from larev.config import TrainConfig
 from larev.formats import baseline_input, rationale_input
 from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig
-from larev.methods.leakage_aware.objective import (bounded_probe_loss, freeze, la_objective, label_set_nll,
-                                                   probe_from, ramp)
+from larev.methods.leakage_aware.objective import (borrowed_consistency, bounded_probe_loss, freeze, la_objective,
+                                                   label_set_nll, probe_from, ramp)
 from larev.methods.leakage_aware.training import LAInstance, probe_label_set_nll, train_leakage_aware
 from larev.models.evaluator import pad_batch, tokenize
 from larev.models.train import train_evaluator
@@ -64,6 +64,73 @@ def test_objective_by_hand_and_probe_bound():
     bounded.backward()
     assert rows.grad.tolist() == [0.0, 0.5]  # beyond chance level the subtracted term gives no more reward
     assert bounded_probe_loss(torch.tensor([5.0]), 3, bound=False).item() == 5.0
+
+
+def test_borrowed_consistency_by_hand_and_its_target_gets_no_gradient():
+    """L_borrowed = mean_i KL(sg p_empty,i || p_borrowed,i) over each row's label set. Row 1: p_empty (0.25, 0.5,
+    0.25), p_borrowed (0.5, 0.25, 0.25): 0.25 ln(0.5) + 0.5 ln(2) + 0 = 0.25 ln 2. Row 2, two labels (padded with
+    -inf), equal distributions: 0. Mean: ln(2) / 8."""
+    borrowed = torch.tensor([[math.log(0.5), math.log(0.25), math.log(0.25)], [1.0, 1.0, -math.inf]],
+                            requires_grad=True)
+    empty = torch.tensor([[math.log(0.25), math.log(0.5), math.log(0.25)], [3.0, 3.0, -math.inf]],
+                         requires_grad=True)
+    loss = borrowed_consistency(borrowed, empty)
+    assert loss.item() == pytest.approx(math.log(2) / 8)
+    loss.backward()
+    assert empty.grad is None  # the no-rationale reading is the target, not pulled toward the borrowed one
+    assert borrowed.grad[0].abs().sum() > 0 and borrowed.grad[1].abs().sum() == 0
+    assert borrowed_consistency(torch.zeros(0, 3), torch.zeros(0, 3)).item() == 0.0
+    # la_objective adds it with its weight: 2.0 + 0 - 0 + 3 * 0.5
+    one = [torch.tensor(2.0)]
+    assert la_objective(one, [torch.tensor(0.0)], torch.tensor(0.0), 1.0, 1.0, torch.tensor(0.5), 3.0).item() == 3.5
+
+
+def test_definitions_and_the_controls_objectives():
+    """'new_information' (default): zero point 'empty', no-rationale instances and the borrowed term on; 'thesis':
+    phi_base's zero and the thesis's objective for phi_LA and every ablation; erm_envs drops every invariance term
+    (IRM, probe, borrowed) and keeps the no-rationale instances, the zero point's estimator."""
+    cfg = LarevConfig()
+    assert cfg.definition == "new_information" and cfg.zero == "empty"
+    assert cfg.objective_for(None).empty_rationales and cfg.objective_for(None).lambda_borrowed == 1.0
+    erm = cfg.objective_for("erm_envs")
+    assert erm.weights("nli") == (0.0, 0.0) and erm.lambda_borrowed == 0.0 and erm.empty_rationales
+    assert cfg.objective_for("no_borrowed").lambda_borrowed == 0.0
+    thesis = LarevConfig(definition="thesis")
+    assert thesis.zero == "base"
+    for ablation in (None, "erm_envs", "no_irm"):
+        objective = thesis.objective_for(ablation)
+        assert not objective.empty_rationales and objective.lambda_borrowed == 0.0
+    with pytest.raises(ValueError, match="needs empty_rationales"):
+        LeakageAwareConfig(empty_rationales=False)  # the borrowed term (weight 1) pulls toward the empty reading
+    assert LeakageAwareConfig(empty_rationales=False, lambda_borrowed=0.0).lambda_borrowed == 0.0
+
+
+def test_la_instances_add_a_no_rationale_and_a_borrowed_row_in_one_environment():
+    import polars as pl
+
+    from larev.methods.leakage_aware.instances import la_instances
+
+    labels = ["entailment", "entailment", "entailment", "neutral", "neutral", "contradiction"]
+    df = pl.DataFrame({"id": [f"i{k}" for k in range(6)], "task": "nli", "choices": [None] * 6, "label": labels,
+                       "rationale": [f"r{k}" for k in range(6)], "E1": [f"b{k}" for k in range(6)],
+                       "E2": [f"m{k}" for k in range(6)], "E3": [None, *[f"a{k}" for k in range(1, 6)]]},
+                      schema_overrides={"choices": pl.List(pl.String)})
+    plain = la_instances(df, ["E1", "E2", "E3"])
+    assert all(x.zero_env is None and x.empty_input is None and x.borrowed_input is None for x in plain)
+    rows = la_instances(df, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True, seed=3)
+    assert [x.inputs for x in rows] == [x.inputs for x in plain]  # the own rows are unchanged
+    for k, x in enumerate(rows):
+        assert x.inputs[x.zero_env] is not None  # an environment the row has (row 0 lacks E3)
+        b_z = df[["E1", "E2", "E3"][x.zero_env]][k]
+        assert x.empty_input == rationale_input("", b_z)
+        if labels[k] == "contradiction":  # the only row of its label: nobody to borrow from
+            assert x.borrowed_input is None
+            continue
+        donor = int(x.borrowed_input.split("rationale: r")[1][0])
+        assert donor != k and labels[donor] == labels[k] and x.borrowed_input == rationale_input(f"r{donor}", b_z)
+    assert rows[0].zero_env in (0, 1)
+    with pytest.raises(ValueError, match="need the no-rationale"):
+        la_instances(df, ["E1", "E2", "E3"], borrowed=True)
 
 
 def test_probe_bound_removes_the_reward_for_a_probe_pushed_below_chance():
@@ -250,3 +317,68 @@ def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():
     assert epochs_for_min_steps(two, 1600, 0).epochs == 2
     assert epochs_for_min_steps(TrainConfig(epochs=5, batch_size=16), 1600, 400).epochs == 5  # never fewer
     assert epochs_for_min_steps(two, 10, 400).epochs == 400  # one step an epoch
+
+
+def test_planted_label_phrasing_borrowed_scores_zero_for_larev_but_not_for_its_erm_control():
+    """Issue 34's claim on planted data: b's relation word carries the label, and so does r's phrasing (a hint
+    word per label); r also names the instance's subject, which b names too. A borrowed rationale (another
+    instance's, same label) has the label's phrasing and another subject: it says nothing about this instance.
+    LAREV (default definition: phi_LA with no-rationale instances and the borrowed-rationale term, read against
+    its own reading of no rationale) gives it about 0 (within 0.1 nats of `empty`) and gives the instance's own
+    rationale more; the erm_envs control (same environments and no-rationale instances, no invariance term) pays
+    the borrowed rationale what it pays the gold one.
+
+    The training rows' borrowed rationales are those the term trains on (a derangement within each label); the
+    test rows' are drawn afresh among the test rows, so the test measures the trained behaviour on new pairs.
+    Measured over data / initialisation seeds 0-2 (docs/benchmarks.md): see the asserted margins."""
+    import random
+
+    import polars as pl
+
+    from larev.config import ScoreConfig
+    from larev.data.variants import borrowed_from
+    from larev.methods.leakage_aware.instances import la_instances
+    from larev.metrics.rev import score_rev
+
+    subjects = ["man", "dog", "cat", "boy", "girl", "bird", "cow", "fox"]
+    cue = {"entailment": "implies", "contradiction": "contradicts", "neutral": "unrelated"}
+    anti = {"entailment": "contradicts", "contradiction": "unrelated", "neutral": "implies"}
+    hint = {"entailment": "fruit", "contradiction": "tool", "neutral": "sleeps"}
+    rng = random.Random(0)
+    rows = []
+    for i in range(540):
+        y, s = LABELS[i % 3], rng.choice(subjects)
+        rows.append({"id": f"p{i}", "task": "nli", "choices": None, "label": y, "rationale": f"{s} {hint[y]}",
+                     "E1": f"a {s} {cue[y]} a ball", "E2": f"a {s} <mask> a ball", "E3": f"a {s} {anti[y]} a ball"})
+    frame = pl.DataFrame(rows, schema_overrides={"choices": pl.List(pl.String)})
+    train, test = frame[:480], frame[480:]
+    words = [*subjects, *cue.values(), *hint.values(), "a", "ball", "<mask>", "rationale", "baseline", ":"]
+    config = TrainConfig(epochs=10, batch_size=8, learning_rate=3e-3)
+    phi = tiny_evaluator(words + LABELS, seed=0)
+    train_evaluator(phi, [rationale_input(r, b) for r, b in zip(train["rationale"], train["E1"])],
+                    train["label"].to_list(), [], [], [], config, progress=False)
+    psi = probe_from(phi)
+    train_evaluator(psi, [baseline_input(m) for m in train["E2"]], train["label"].to_list(), [], [], [], config,
+                    progress=False, keep_eval=[psi.model.get_encoder()])
+    instances = la_instances(train, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True, seed=0)
+    donors = borrowed_from(test["label"].to_list(), same_label=True, seed=1)
+    golds = test["rationale"].to_list()
+    rationales = pl.concat([test.select("id", pl.lit(source).alias("source"), pl.Series("rationale", texts), "label")
+                            for source, texts in (("gold", golds), ("borrowed", [golds[d] for d in donors]),
+                                                  ("empty", [""] * test.height))])
+    baselines = test.select("id", "label", pl.col("E1").alias("baseline"))
+
+    def scores(objective: LeakageAwareConfig) -> dict[str, float]:
+        phi_la = tiny_evaluator(words + LABELS, seed=1)
+        train_leakage_aware(phi_la, psi, instances, [], [], config.model_copy(update={"batch_size": 4}), objective,
+                            "nli", progress=False)
+        table = score_rev(phi_la, None, rationales, test, baselines, ScoreConfig(), zero="empty")
+        return dict(table.group_by("source").agg(pl.col("score").mean()).iter_rows())
+
+    larev = scores(LeakageAwareConfig())
+    control = scores(LeakageAwareConfig(lambda_irm=0.0, lambda_probe=0.0, lambda_borrowed=0.0))
+    assert abs(larev["empty"]) < 1e-5 and abs(control["empty"]) < 1e-5  # the zero point: by construction
+    assert abs(larev["borrowed"]) <= 0.1  # borrowed within 0.1 nats of empty
+    assert larev["gold"] - larev["borrowed"] > 0.05  # the instance's own rationale is worth more
+    assert control["borrowed"] > 0.3  # the control pays for the label's phrasing ...
+    assert abs(control["gold"] - control["borrowed"]) < 0.05  # ... as much as for the instance's own rationale

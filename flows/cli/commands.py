@@ -189,6 +189,7 @@ def bench_quality(args) -> int:
         seconds = json.loads(previous.read_text()).get("seconds") if previous.exists() else None
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
+        _report_rows(args, run_dir, out, title=run_dir.name, seconds=seconds)
         print_results(str(run_dir))
     elif args.seeds > 1 or args.first_seed:
         n_seeds = len(_bench_seeds(args, out)["seeds"])
@@ -202,6 +203,7 @@ def bench_quality(args) -> int:
         run_dir = Path(result["run_dir"])
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {args.params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
+        _report_rows(args, run_dir, out, title=args.params.run_name, seconds=seconds)
         print_results(str(run_dir), result["steps"], seconds)
         if args.human:
             _run_human(args, str(run_dir), args.human, out)
@@ -274,8 +276,22 @@ def _bench_seeds(args, out: Path) -> dict:
         seed_out = out / f"seed-{seed}"
         write_quality_outputs(run_dir, seed_out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir) if seed == 0 else None)
+        _report_rows(args, run_dir, out, title=params.run_name, seconds=seconds, seed=seed)
         print_results(str(run_dir), result["steps"], seconds)
+    for name, _ in args.report_rows or []:
+        write_seed_summary(out / name, title=f"larev bench quality: {args.params.run_name}, {name} rows")
     return write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}")
+
+
+def _report_rows(args, run_dir: Path, out: Path, *, title: str, seconds: float | None, seed: int | None = None):
+    """`--report-rows NAME=START:STOP`: the results of those test rows alone in OUT/NAME (OUT/NAME/seed-<i>)."""
+    from larev.bench.quality import write_quality_outputs
+
+    for name, rows in args.report_rows or []:
+        dest = out / name if seed is None else out / name / f"seed-{seed}"
+        write_quality_outputs(run_dir, dest, title=f"larev bench quality: {title}, {name} rows "
+                              f"({rows.start or ''}:{rows.stop or ''} of the test split)", seconds=seconds,
+                              n_boot=args.bootstrap, rows=rows)
 
 
 # Runs a command and reports its peak RSS. A child's ru_maxrss also counts the image it was forked from (Linux

@@ -157,6 +157,20 @@ def _metric_list(text: str) -> list[str]:
     return names
 
 
+def _report_rows(text: str) -> tuple[str, slice]:
+    """An argparse type: NAME=START:STOP, a named slice of positions in the run's test split."""
+    from larev.data.sources import parse_slice
+    from larev.errors import ConfigError
+
+    name, sep, rows = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=START:STOP (e.g. tune=:2000), got {text!r}")
+    try:
+        return name, parse_slice(rows)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _at_least(minimum: int):
     """An argparse type: an integer >= minimum (checked while parsing, before any server starts)."""
     def check(text: str) -> int:
@@ -228,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--first-seed", type=_at_least(0), default=0,
                          help="the first seed offset (default: %(default)s): --first-seed 3 --seeds 2 adds seeds 3 "
                               "and 4 to a study in the same OUT; results.json covers every seed-<i> there")
+    quality.add_argument("--report-rows", type=_report_rows, action="append", default=None, metavar="NAME=START:STOP",
+                         help="also write the results of these test rows alone (positions in the run's test split) "
+                              "to OUT/NAME (per seed OUT/NAME/seed-<i>), repeatable: one training scored on a "
+                              "tuning split and a test split, e.g. --test-rows 6000: --report-rows tune=:2000 "
+                              "--report-rows test=2000:")
     quality.add_argument("--human", action="append", default=None, metavar="ANNOTATIONS",
                          help="an annotation file (repeatable): after the run, `larev bench human` on it, into --out")
     _server_option(quality)

@@ -34,8 +34,9 @@ from pathlib import Path
 import polars as pl
 from pydantic import BaseModel
 
+from larev.errors import ConfigError
 from larev.metrics.bootstrap import bootstrap_intervals
-from larev.metrics.scores import CONTROL_PREFIX, VARIANTS, separations, unread_variants
+from larev.metrics.scores import CONTROL_PREFIX, VARIANTS, separations, summarise, unread_variants
 from larev.reports import (json_number, markdown_table, reading_sentence, separation_plot, separation_table,
                            with_interval)
 
@@ -256,12 +257,33 @@ def leakage_markdown(leakage: dict) -> list[str]:
     return lines
 
 
+def rows_of_test_split(run_dir: Path, rows: slice) -> list[str]:
+    """The ids of the test rows at positions `rows` of a finished run's test split (its test_split.jsonl, in the
+    order the test file gave them): e.g. slice(0, 2000) of a run tested on e-SNLI dev rows 6000: is file rows
+    6000:8000."""
+    from tasks.export import TEST_SPLIT_FILE
+
+    path = run_dir / TEST_SPLIT_FILE
+    if not path.exists():
+        raise ConfigError(f"{path} not found: --report-rows needs a pipeline run's test split")
+    ids = pl.read_ndjson(path).get_column("id").to_list()[rows]
+    if not ids:
+        raise ConfigError(f"--report-rows {rows.start}:{rows.stop} selects none of the {path.name} rows")
+    return ids
+
+
 def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: float | None, n_boot: int,
-                          stress_dir: Path | None = None) -> None:
+                          stress_dir: Path | None = None, rows: slice | None = None) -> None:
     """results.json / results.md / results.csv (bootstrap intervals) and separations.png in `out` from a finished
-    run directory, with the FTC and AddText results of `stress_dir` (a `stress-test` flow's output) when given."""
-    summary = pl.read_parquet(run_dir / "summary.parquet")
+    run directory, with the FTC and AddText results of `stress_dir` (a `stress-test` flow's output) when given.
+    rows: only the test rows at these positions of the run's test split (`rows_of_test_split`; e.g. a tuning
+    split and a test split scored by one training), their summary recomputed from the scores."""
     scores = pl.read_parquet(run_dir / "scores.parquet")
+    if rows is None:
+        summary = pl.read_parquet(run_dir / "summary.parquet")
+    else:
+        scores = scores.filter(pl.col("id").is_in(rows_of_test_split(run_dir, rows)))
+        summary = summarise(scores)
     n_test = scores.filter(pl.col("source") == "gold")["id"].n_unique()
     intervals = bootstrap_intervals(scores, n_boot=n_boot, seed=0) if n_boot > 0 else None
     results = quality_results(summary, n_test=n_test, seconds=seconds, intervals=intervals)

@@ -78,8 +78,11 @@ def larev_diagnostics(tokens: pl.DataFrame | None, terms: pl.DataFrame | None, e
     for name, meta in la_meta.items():
         history = meta.get("training", {}).get("history", [])
         weights = meta.get("objective", {}).get("effective_weights", {})
+        zero_rows = meta.get("zero_rows", {})
         if history:
             parts += [f"`{name}` training (lambda_irm {weights.get('lambda_irm')}, lambda_probe "
-                      f"{weights.get('lambda_probe')}; erm/irm/probe are epoch means; val_logp per environment):", "",
-                      markdown_table(pl.DataFrame(history)), ""]
+                      f"{weights.get('lambda_probe')}, lambda_borrowed {weights.get('lambda_borrowed', 0.0)}; "
+                      f"no-rationale instances {'on' if zero_rows.get('empty_rationales') else 'off'}; "
+                      "erm/irm/probe/borrowed are epoch means; val_logp per environment, and of the no-rationale "
+                      "and borrowed inputs where trained):", "", markdown_table(pl.DataFrame(history)), ""]
     return "\n".join(parts)
