@@ -3,7 +3,7 @@
 L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K) + lambda_borrowed * L_borrowed
     ERM       mean over the environments of the token cross-entropy of y given [r, b_e]  (eq. 4.7's first term);
               with no-rationale instances, [empty, b_e] -> y counts as one more instance of environment e
-    IRMv1_e   per-environment penalty (eq. 4.6, larev/models/irm.py)
+    IRMv1_e   per-environment penalty (eq. 4.6, larev/models/irm.py), over the rows with the instance's own r
     L_probe   the frozen probe's negative log-likelihood of y over the label set (log-softmax of the label-set
               scores s_k = log p(label k | .), decoded from phi_LA's own encoding of b~), per row bounded at chance
               level log K and averaged: unbounded, phi_LA could lower its loss forever by making the probe

@@ -157,8 +157,12 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
     pairs = _batch_rows(enc, train, idx, n_env)
     ids, mask = pad_batch([p[3] for p in pairs], pad)
     row_of = torch.tensor([p[1] for p in pairs], device=device)
-    groups = [[i for i, p in enumerate(pairs) if p[0] == e and p[2] != BORROWED] for e in range(n_env)]
-    groups = [g for g in groups if g]
+    # per environment: the rows of its ERM term (own and no-rationale) and of its IRM penalty (own rows only: a
+    # no-rationale row's label is mostly unpredictable, and in the penalty it pulled every prediction of its
+    # environment to the prior; on the demo the masked environment then ignored r altogether)
+    envs = [e for e in range(n_env) if any(p[0] == e and p[2] == OWN for p in pairs)]
+    groups = [[i for i, p in enumerate(pairs) if p[0] == e and p[2] != BORROWED] for e in envs]
+    irm_groups = [[i for i, p in enumerate(pairs) if p[0] == e and p[2] == OWN] for e in envs]
     borrowed_rows = [i for i, p in enumerate(pairs) if p[2] == BORROWED]
     empty_row = {p[1]: i for i, p in enumerate(pairs) if p[2] == EMPTY}
     with autocast(device, bf16):
@@ -173,11 +177,11 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
                for z, y in zip(env_logits, env_labels)]
         hidden, mask_d = out.encoder_last_hidden_state, mask.to(device)
         if objective.irm_on == "tokens":
-            irm = [irm_penalty(z, y) for z, y in zip(env_logits, env_labels)]
+            irm = [irm_penalty(logits[g], pair_labels[g]) for g in irm_groups]
         else:
             scores, target = label_set_scores(model, hidden, mask_d, [train[idx[p[1]]] for p in pairs],
                                               enc.candidate_ids, pad)
-            irm = [irm_penalty(scores[g], target[g]) for g in groups]
+            irm = [irm_penalty(scores[g], target[g]) for g in irm_groups]
         borrowed_loss = None
         if borrowed_rows and w_borrowed > 0:
             # KL(sg p(. | empty, b_z) || p(. | r', b_z)) per instance: both rows' label-set scores
