@@ -1,9 +1,13 @@
 """phi_LA's loss (thesis eq. 4.9/4.10) and the leakage probe psi built from phi (eq. 4.8).
 
-L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K) + lambda_borrowed * L_borrowed
-    ERM       mean over the environments of the token cross-entropy of y given [r, b_e]  (eq. 4.7's first term);
-              with no-rationale instances, [empty, b_e] -> y counts as one more instance of environment e
-    IRMv1_e   per-environment penalty (eq. 4.6, larev/models/irm.py), over the rows with the instance's own r
+L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K) + w_empty * ERM_empty
+      + lambda_borrowed * L_borrowed
+    ERM       mean over the environments of the token cross-entropy of y given [r, b_e]  (eq. 4.7's first term)
+    IRMv1_e   per-environment penalty (eq. 4.6, larev/models/irm.py)
+    ERM_empty not in the thesis: the token cross-entropy of y given [empty, b_z] over the no-rationale rows (each
+              instance's in one environment z), weight 1 after the warm-up: the trained no-rationale reading that
+              LAREV's zero point is. Outside the IRM penalty: a no-rationale row's label is mostly unpredictable,
+              and in the penalty it pulled every prediction of its environment to the prior.
     L_probe   the frozen probe's negative log-likelihood of y over the label set (log-softmax of the label-set
               scores s_k = log p(label k | .), decoded from phi_LA's own encoding of b~), per row bounded at chance
               level log K and averaged: unbounded, phi_LA could lower its loss forever by making the probe
@@ -70,11 +74,15 @@ def borrowed_consistency(borrowed_scores: torch.Tensor, empty_scores: torch.Tens
 
 def la_objective(erm_losses: list[torch.Tensor], irm_penalties: list[torch.Tensor], probe_loss: torch.Tensor,
                  w_irm: float, w_probe: float, borrowed_loss: torch.Tensor | None = None,
-                 w_borrowed: float = 0.0) -> torch.Tensor:
-    """Eq. 4.9: mean_e L^e + w_irm * sum_e IRM_e - w_probe * L_probe, plus w_borrowed * L_borrowed."""
+                 w_borrowed: float = 0.0, empty_loss: torch.Tensor | None = None,
+                 w_empty: float = 0.0) -> torch.Tensor:
+    """Eq. 4.9: mean_e L^e + w_irm * sum_e IRM_e - w_probe * L_probe, plus w_borrowed * L_borrowed and
+    w_empty * ERM_empty where computed (None: not computed, adds nothing)."""
     erm = torch.stack(erm_losses).mean()
     loss = erm + w_irm * torch.stack(irm_penalties).sum() - w_probe * probe_loss
-    return loss if borrowed_loss is None else loss + w_borrowed * borrowed_loss
+    if borrowed_loss is not None:
+        loss = loss + w_borrowed * borrowed_loss
+    return loss if empty_loss is None else loss + w_empty * empty_loss
 
 
 def freeze(modules: Iterable[torch.nn.Module]) -> None:

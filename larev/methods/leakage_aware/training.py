@@ -76,6 +76,8 @@ class LAStepRecord:
     w_probe: float
     borrowed: float | None = None  # the borrowed-rationale term (None when off: nan would break equality)
     w_borrowed: float = 0.0
+    empty: float | None = None  # the no-rationale rows' ERM (None when there are none)
+    w_empty: float = 0.0
 
 
 @dataclass
@@ -144,25 +146,24 @@ def _batch_rows(enc: _Encoded, train: list[LAInstance], idx: list[int],
 
 def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, idx: list[int],
                 n_env: int, objective: LeakageAwareConfig, w_irm: float, w_probe: float, with_probe: bool,
-                device: torch.device, bf16: bool,
-                w_borrowed: float = 0.0) -> tuple[torch.Tensor, tuple[float, float, float, float]]:
+                device: torch.device, bf16: bool, w_borrowed: float = 0.0,
+                w_empty: float = 0.0) -> tuple[torch.Tensor, tuple[float, float, float, float, float]]:
     """Eq. 4.10 on the instances `idx`: the loss to minimise and its logged parts (mean ERM over environments,
-    summed IRM penalty, the probe's loss, the borrowed-rationale term; nan when a weight is 0)."""
+    summed IRM penalty, the probe's loss, the borrowed-rationale term, the no-rationale rows' ERM; nan where not
+    computed)."""
     model, pad = phi_la.model, phi_la.pad_id
     lab, lab_mask = pad_batch([enc.label_ids[j] for j in idx], pad)
     labels = labels_for_loss(lab, lab_mask).to(device)
     # One forward pass over every row the batch has (_batch_rows). An instance that lacks an environment adds no
-    # row to it, so each environment's ERM and IRM terms cover the rows it has; a no-rationale row is one more row
-    # of its environment; the borrowed rows enter only the borrowed-rationale term.
+    # row to it, so each environment's ERM and IRM terms cover the rows it has.
     pairs = _batch_rows(enc, train, idx, n_env)
     ids, mask = pad_batch([p[3] for p in pairs], pad)
     row_of = torch.tensor([p[1] for p in pairs], device=device)
-    # per environment: the rows of its ERM term (own and no-rationale) and of its IRM penalty (own rows only: a
-    # no-rationale row's label is mostly unpredictable, and in the penalty it pulled every prediction of its
-    # environment to the prior; on the demo the masked environment then ignored r altogether)
-    envs = [e for e in range(n_env) if any(p[0] == e and p[2] == OWN for p in pairs)]
-    groups = [[i for i, p in enumerate(pairs) if p[0] == e and p[2] != BORROWED] for e in envs]
-    irm_groups = [[i for i, p in enumerate(pairs) if p[0] == e and p[2] == OWN] for e in envs]
+    # per environment its rows with the instance's own r (its ERM and IRM terms); the no-rationale rows have an ERM
+    # term of their own (objective.py: ERM_empty), the borrowed rows the borrowed-rationale term
+    groups = [[i for i, p in enumerate(pairs) if p[0] == e and p[2] == OWN] for e in range(n_env)]
+    groups = [g for g in groups if g]
+    empty_rows = [i for i, p in enumerate(pairs) if p[2] == EMPTY]
     borrowed_rows = [i for i, p in enumerate(pairs) if p[2] == BORROWED]
     empty_row = {p[1]: i for i, p in enumerate(pairs) if p[2] == EMPTY}
     with autocast(device, bf16):
@@ -177,11 +178,16 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
                for z, y in zip(env_logits, env_labels)]
         hidden, mask_d = out.encoder_last_hidden_state, mask.to(device)
         if objective.irm_on == "tokens":
-            irm = [irm_penalty(logits[g], pair_labels[g]) for g in irm_groups]
+            irm = [irm_penalty(z, y) for z, y in zip(env_logits, env_labels)]
         else:
             scores, target = label_set_scores(model, hidden, mask_d, [train[idx[p[1]]] for p in pairs],
                                               enc.candidate_ids, pad)
-            irm = [irm_penalty(scores[g], target[g]) for g in irm_groups]
+            irm = [irm_penalty(scores[g], target[g]) for g in groups]
+        empty_loss = None
+        if empty_rows:
+            z, y = logits[empty_rows], pair_labels[empty_rows]
+            empty_loss = torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1),
+                                                           ignore_index=-100)
         borrowed_loss = None
         if borrowed_rows and w_borrowed > 0:
             # KL(sg p(. | empty, b_z) || p(. | r', b_z)) per instance: both rows' label-set scores
@@ -202,31 +208,33 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
                                             objective.probe_bound)
         else:
             probe_loss = probe_term = torch.zeros((), device=device)
-        loss = la_objective(erm, irm, probe_term, w_irm, w_probe, borrowed_loss, w_borrowed)
+        loss = la_objective(erm, irm, probe_term, w_irm, w_probe, borrowed_loss, w_borrowed, empty_loss, w_empty)
     # a term not computed (its weight is 0, or no row has a borrowed rationale) is logged as nan, not as 0
     return loss, (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(),
                   probe_loss.item() if with_probe else math.nan,
-                  math.nan if borrowed_loss is None else borrowed_loss.item())
+                  math.nan if borrowed_loss is None else borrowed_loss.item(),
+                  math.nan if empty_loss is None else empty_loss.item())
 
 
 def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, order: list[int],
                epoch: int, step: int, total: int, optimizer, scheduler, result: LAResult, config: TrainConfig,
-               objective: LeakageAwareConfig, max_weights: tuple[float, float, float], n_env: int,
+               objective: LeakageAwareConfig, max_weights: tuple[float, float, float, float], n_env: int,
                device: torch.device, progress: bool, log_every: int, desc: str) -> tuple[dict[str, float], int]:
     """One pass over the instances in `order`, every weight ramped up per step (eq. 4.10's warm-up); appends the
     logged means to `result.trace`. Returns the epoch's mean of each logged term (over the steps that computed
     it) and the global step count after the epoch."""
     model = phi_la.model
     steps_per_epoch = math.ceil(len(order) / config.batch_size)
-    parts: dict[str, list[float]] = {"erm": [], "irm": [], "probe": [], "borrowed": []}
-    window: list[tuple[float, float, float, float]] = []
+    parts: dict[str, list[float]] = {"erm": [], "irm": [], "probe": [], "borrowed": [], "empty": []}
+    window: list[tuple[float, float, float, float, float]] = []
     bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}", enabled=progress,
                        unit="step")
     for i in bar:
         idx = order[i * config.batch_size: (i + 1) * config.batch_size]
-        w_irm, w_probe, w_borrowed = (w * ramp(step, total, objective.warmup_fraction) for w in max_weights)
+        w_irm, w_probe, w_borrowed, w_empty = (w * ramp(step, total, objective.warmup_fraction)
+                                               for w in max_weights)
         loss, values = _batch_loss(phi_la, probe, train, enc, idx, n_env, objective, w_irm, w_probe,
-                                   max_weights[1] > 0, device, config.bf16, w_borrowed=w_borrowed)
+                                   max_weights[1] > 0, device, config.bf16, w_borrowed=w_borrowed, w_empty=w_empty)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
@@ -238,9 +246,9 @@ def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstanc
             parts[k].append(v)
         if len(window) == log_every or i == steps_per_epoch - 1:
             mean = [_mean(col) for col in zip(*window)]
-            borrowed = None if math.isnan(mean[3]) else mean[3]
+            borrowed, empty = (None if math.isnan(v) else v for v in mean[3:])
             result.trace.append(LAStepRecord(epoch, *mean[:3], w_irm=w_irm, w_probe=w_probe, borrowed=borrowed,
-                                             w_borrowed=w_borrowed))
+                                             w_borrowed=w_borrowed, empty=empty, w_empty=w_empty))
             bar.set_postfix(erm=f"{mean[0]:.3f}", irm=f"{mean[1]:.3f}", probe=f"{mean[2]:.3f}")
             window = []
     return {k: _mean(v) for k, v in parts.items()}, step
@@ -326,6 +334,10 @@ def train_leakage_aware(
                          "never the first)")
     w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
     w_borrowed_max = objective.lambda_borrowed if any(x.borrowed_input is not None for x in train) else 0.0
+    # the no-rationale rows' ERM ramps in like the penalties: phi_LA first learns to read [r, b] as the thesis's
+    # does (with it at full weight from the first step, e-SNLI's phi_LA was at chance after one epoch, 0.42 after
+    # two, against 0.64 / 0.77 without the rows)
+    w_empty_max = 1.0 if any(x.empty_input is not None for x in train) else 0.0
     objective = objective.model_copy(update={"irm_on": objective.irm_target(task, phi_la.config.backbone)})
     with_probe = w_probe_max > 0
     if with_probe and probe is None:
@@ -357,9 +369,10 @@ def train_leakage_aware(
         model.train()
         order = epoch_order(lengths, config.batch_size, generator, config.group_by_length)
         means, step = _run_epoch(phi_la, probe, train, enc, order, epoch, step, total, optimizer, scheduler, result,
-                                config, objective, (w_irm_max, w_probe_max, w_borrowed_max), n_env, device,
+                                config, objective, (w_irm_max, w_probe_max, w_borrowed_max, w_empty_max), n_env, device,
                                 progress, log_every, desc)
-        record = {"epoch": epoch, **{k: v for k, v in means.items() if not (k == "borrowed" and math.isnan(v))}}
+        record = {"epoch": epoch, **{k: v for k, v in means.items()
+                                     if not (k in ("borrowed", "empty") and math.isnan(v))}}
         if val:
             validation, score = _validate(phi_la, val, val_candidates, config, env_names)
             record |= validation
