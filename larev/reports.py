@@ -149,12 +149,13 @@ def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = No
                   "log(1/K), so a confidently wrong reading counts as none.", "",
                   markdown_table(variants), "", *[f"- {s}" for s in reading_sentences(summary)], ""]
     parts += ["## Scores per rationale source", "",
-              "`score` is the mean pointwise score: in nats for REV (eq. 6), LAREV (eq. 4.4; under the default "
-              "`larev.definition` its second term is phi_LA's own reading of no rationale) and RORA (eq. 10); an "
+              "`score` is the mean pointwise score: in nats for REV (eq. 6), LAREV (eq. 4.4; under "
+              "`larev.definition=new_information` its second term is phi_LA's own reading of no rationale) and "
+              "RORA (eq. 10); an "
               "accuracy difference for RQ, and for LAS the macro-average of the accuracy gain over leaking and "
               "non-leaking rationales (NaN when one group is empty; `leak_rate` is the leaking share). "
               "`accuracy_with` is the accuracy of the evaluator that reads the rationale, `accuracy_base` of the one "
-              "that does not (REV: the baseline b only; LAREV: no rationale, or b alone under the thesis's definition; "
+              "that does not (REV: the baseline b only; LAREV: b alone, or no rationale under new_information; "
               "RORA / RQ / LAS: the input x only).", "",
               markdown_table(summary), ""]
     seps = separation_table(summary)

@@ -86,16 +86,17 @@ def test_borrowed_consistency_by_hand_and_its_target_gets_no_gradient():
 
 
 def test_definitions_and_the_controls_objectives():
-    """'new_information' (default): zero point 'empty', no-rationale instances and the borrowed term on; 'thesis':
-    phi_base's zero and the thesis's objective for phi_LA and every ablation; erm_envs drops every invariance term
-    (IRM, probe, borrowed) and keeps the no-rationale instances, the zero point's estimator."""
-    cfg = LarevConfig()
-    assert cfg.definition == "new_information" and cfg.zero == "empty"
+    """'new_information': zero point 'empty', no-rationale instances and the borrowed term on; 'thesis' (the
+    default): phi_base's zero and the thesis's objective for phi_LA and every ablation; erm_envs drops every
+    invariance term (IRM, probe, borrowed) and keeps the no-rationale instances, the zero point's estimator."""
+    assert LarevConfig().definition == "thesis"
+    cfg = LarevConfig(definition="new_information")
+    assert cfg.zero == "empty"
     assert cfg.objective_for(None).empty_rationales and cfg.objective_for(None).lambda_borrowed == 1.0
     erm = cfg.objective_for("erm_envs")
     assert erm.weights("nli") == (0.0, 0.0) and erm.lambda_borrowed == 0.0 and erm.empty_rationales
     assert cfg.objective_for("no_borrowed").lambda_borrowed == 0.0
-    thesis = LarevConfig(definition="thesis")
+    thesis = LarevConfig()
     assert thesis.zero == "base"
     for ablation in (None, "erm_envs", "no_irm"):
         objective = thesis.objective_for(ablation)
@@ -404,15 +405,16 @@ def test_planted_label_phrasing_larev_pays_a_borrowed_rationale_far_less_than_it
     on; the test rows' are drawn afresh among the test rows, so the test measures the trained behaviour on new
     pairs.
 
-    Measured, data / initialisation seeds 0 / 1 / 2: LAREV borrowed 0.145 / 0.059 / 0.155 nats, gold 0.176 / 0.074
-    / 0.161; erm_envs borrowed = gold = 0.867 / 0.694 / 0.695. So the borrowed-rationale term removes 80-90 % of
-    the control's reward for the label's phrasing, but "within 0.1 nats of empty" holds in one seed of three, and
-    gold exceeds borrowed by only 0.006-0.031: at this size phi_LA does not learn to check that r's subject is
-    the instance's (it mostly stops reading r). The test asserts what every seed showed."""
+    Measured, data / initialisation seeds 0 / 1 / 2: LAREV borrowed 0.229 / 0.208 / 0.229 nats, gold 0.247 / 0.303
+    / 0.233; erm_envs borrowed = gold = 0.722 / 0.699 / 0.702. So the borrowed-rationale term removes about 70 % of
+    the control's reward for the label's phrasing, but "within 0.1 nats of empty" holds in no seed, and gold
+    exceeds borrowed by only 0.004-0.095: at this size phi_LA does not learn to check that r's subject is the
+    instance's. The test asserts what every seed showed, with room: LAREV pays under half what the control
+    pays."""
     result = planted_phrasing_scores(seed=0)
     larev, control = result["larev"], result["erm_envs"]
     assert abs(larev["empty"]) < 1e-5 and abs(control["empty"]) < 1e-5  # the zero point: by construction
     assert control["borrowed"] > 0.5  # the control pays for the label's phrasing ...
     assert abs(control["gold"] - control["borrowed"]) < 0.01  # ... as much as for the instance's own rationale
-    assert larev["borrowed"] < control["borrowed"] / 3  # LAREV pays a fraction of that
+    assert larev["borrowed"] < control["borrowed"] / 2  # LAREV pays a fraction of that
     assert larev["gold"] >= larev["borrowed"]

@@ -5,7 +5,7 @@ aggregate   REV_D = mean_i REV(x_i, y_i, r_i)                      (eq. 6)
 g  = phi_base, trained on the vacuous baseline b alone;  g' = phi, trained on [r, b].
 Both log-probabilities use the same normalisation (`ScoreConfig.normalisation`).
 
-LAREV's default definition ('new_information', docs/methods.md) keeps g' = phi_LA and takes the zero point from
+LAREV's experimental definition ('new_information', docs/methods.md) keeps g' = phi_LA and takes the zero point from
 g' itself: log g'[empty, b](y), the reading of no rationale (`zero='empty'`); an empty rationale then scores 0
 exactly, and any other score says what r adds to that reading.
 """
