@@ -37,7 +37,10 @@ def test_ramp_and_thesis_defaults():
     assert cfg.objective_for("thesis").weights("qa", "embedded") == (5.0, 0.0005)
     assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
     assert cfg.objective_for("erm_envs").weights("nli") == (0.0, 0.0)
-    assert cfg.objective_for(None) == cfg.objective
+    # the default (thesis's) definition trains neither no-rationale rows nor the borrowed term
+    assert cfg.objective_for(None) == cfg.objective.model_copy(update={"empty_rationales": False,
+                                                                      "lambda_borrowed": 0.0})
+    assert cfg.model_copy(update={"definition": "new_information"}).objective_for(None) == cfg.objective
     # QA on the small backbones: the penalty on the label-set scores at weight 10; the thesis's tokens elsewhere
     assert LeakageAwareConfig().weights("qa", "embedded") == (10.0, 0.0005)
     assert LeakageAwareConfig().irm_target("qa", "embedded") == "label_set"
