@@ -47,8 +47,8 @@ class LeakageAwareConfig(_Config):
                             "on the embedded model and minilm, tokens otherwise")
     defaults: Literal["backbone", "thesis"] = Field(
         "backbone", description="where unset weights come from: the backbone's defaults, or always the thesis's")
-    # The zero point and rationale-side invariance (docs/methods.md, "LAREV's zero"): not in the thesis, which
-    # `LarevConfig.definition='thesis'` restores (both off).
+    # The zero point and rationale-side invariance (docs/methods.md, LAREV step 5, 'new_information'): not in the
+    # thesis; `LarevConfig.definition='thesis'` (the default) turns both off for every phi_LA.
     empty_rationales: bool = Field(
         True, description="every instance also trains with no rationale, [empty, b_e] -> y, in one of its "
                           "environments (seeded): phi_LA's own reading of no rationale is the score's zero point, "
