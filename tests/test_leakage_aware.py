@@ -421,3 +421,23 @@ def test_planted_label_phrasing_larev_pays_a_borrowed_rationale_far_less_than_it
     assert abs(control["gold"] - control["borrowed"]) < 0.01  # ... as much as for the instance's own rationale
     assert larev["borrowed"] < control["borrowed"] / 2  # LAREV pays a fraction of that
     assert larev["gold"] >= larev["borrowed"]
+
+
+def test_the_borrowed_term_is_the_same_whether_or_not_the_irm_penalty_decoded_the_label_set():
+    """With `irm_on='label_set'` the borrowed term reuses the label-set scores the penalty decoded for every row;
+    with 'tokens' it decodes its own rows: the same value either way."""
+    from larev.methods.leakage_aware.training import _batch_loss, _encode
+
+    phi_la = tiny_evaluator(WORDS + LABELS, seed=3)
+    phi_la.model.eval()
+    data = [LAInstance(inputs=(rationale_input(f"a {w}", "a man implies a dog"),
+                               rationale_input(f"a {w}", "a man <mask> a dog")),
+                       probe_input=baseline_input("a man <mask> a dog"), label=y, candidates=tuple(LABELS),
+                       zero_env=k % 2, empty_input=rationale_input("", "a man <mask> a dog"),
+                       borrowed_input=rationale_input("a tool", "a man implies a dog"))
+            for k, (y, w) in enumerate(zip(LABELS * 2, ["fruit", "tool", "dog"] * 2))]
+    enc = _encode(phi_la, data, 2, with_probe=False)
+    values = [_batch_loss(phi_la, None, data, enc, list(range(6)), 2, LeakageAwareConfig(irm_on=irm_on), 1.0,
+                          0.0, False, torch.device("cpu"), False, w_borrowed=1.0, w_empty=1.0)[1][3]
+              for irm_on in ("tokens", "label_set")]
+    assert values[0] > 0 and values[0] == pytest.approx(values[1], abs=1e-6)

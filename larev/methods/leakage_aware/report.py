@@ -83,6 +83,6 @@ def larev_diagnostics(tokens: pl.DataFrame | None, terms: pl.DataFrame | None, e
             parts += [f"`{name}` training (lambda_irm {weights.get('lambda_irm')}, lambda_probe "
                       f"{weights.get('lambda_probe')}, lambda_borrowed {weights.get('lambda_borrowed', 0.0)}; "
                       f"no-rationale instances {'on' if zero_rows.get('empty_rationales') else 'off'}; "
-                      "erm/irm/probe/borrowed are epoch means; val_logp per environment, and of the no-rationale "
+                      "erm/irm/probe/borrowed/empty are epoch means; val_logp per environment, and of the no-rationale "
                       "and borrowed inputs where trained):", "", markdown_table(pl.DataFrame(history)), ""]
     return "\n".join(parts)

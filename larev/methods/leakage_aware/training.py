@@ -163,9 +163,9 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
     # term of their own (objective.py: ERM_empty), the borrowed rows the borrowed-rationale term
     groups = [[i for i, p in enumerate(pairs) if p[0] == e and p[2] == OWN] for e in range(n_env)]
     groups = [g for g in groups if g]
-    empty_rows = [i for i, p in enumerate(pairs) if p[2] == EMPTY]
+    empty_row = {p[1]: i for i, p in enumerate(pairs) if p[2] == EMPTY}  # batch position -> its no-rationale row
+    empty_rows = list(empty_row.values())
     borrowed_rows = [i for i, p in enumerate(pairs) if p[2] == BORROWED]
-    empty_row = {p[1]: i for i, p in enumerate(pairs) if p[2] == EMPTY}
     with autocast(device, bf16):
         pair_labels = labels[row_of]
         # decoder inputs without `labels`: the per-environment losses below are the only ones computed
@@ -177,6 +177,7 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
         erm = [torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), ignore_index=-100)
                for z, y in zip(env_logits, env_labels)]
         hidden, mask_d = out.encoder_last_hidden_state, mask.to(device)
+        scores = None  # every row's label-set scores, where the IRM penalty needs them
         if objective.irm_on == "tokens":
             irm = [irm_penalty(z, y) for z, y in zip(env_logits, env_labels)]
         else:
@@ -193,8 +194,11 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
             # KL(sg p(. | empty, b_z) || p(. | r', b_z)) per instance: both rows' label-set scores
             sel = borrowed_rows + [empty_row[pairs[i][1]] for i in borrowed_rows]
             sel_t = torch.tensor(sel, device=device)
-            sel_scores, _ = label_set_scores(model, hidden[sel_t], mask_d[sel_t],
-                                             [train[idx[pairs[i][1]]] for i in sel], enc.candidate_ids, pad)
+            if scores is not None:  # already decoded for the IRM penalty
+                sel_scores = scores[sel_t]
+            else:
+                sel_scores, _ = label_set_scores(model, hidden[sel_t], mask_d[sel_t],
+                                                 [train[idx[pairs[i][1]]] for i in sel], enc.candidate_ids, pad)
             n_b = len(borrowed_rows)
             borrowed_loss = borrowed_consistency(sel_scores[:n_b], sel_scores[n_b:])
         if with_probe:
