@@ -58,6 +58,12 @@ class LeakageAwareConfig(_Config):
                                "p(.|r', b_e)) over the label set, r' the rationale of another training instance "
                                "with the same label; a rationale about another instance must leave phi_LA where "
                                "no rationale does. Needs empty_rationales; 0: off")
+    zero_terms_start: float = Field(
+        0.0, ge=0, lt=1, description="share of the steps phi_LA trains on the thesis's objective alone before the "
+                                     "no-rationale rows and the borrowed term ramp in (over warmup_fraction of the "
+                                     "steps left): phi_LA first learns to read r, then learns what a rationale about "
+                                     "another instance is worth. An epoch that ends before both are at full weight "
+                                     "is not kept by model selection (unless it is the last)")
 
     @model_validator(mode="after")
     def _borrowed_needs_empty(self) -> "LeakageAwareConfig":

@@ -134,13 +134,15 @@ OWN, EMPTY, BORROWED = "own", "empty", "borrowed"  # the kinds of a training row
 
 
 def _batch_rows(enc: _Encoded, train: list[LAInstance], idx: list[int],
-                n_env: int) -> list[tuple[int, int, str, list[int]]]:
+                n_env: int, zero_rows: bool = True) -> list[tuple[int, int, str, list[int]]]:
     """The rows of one forward pass, (environment, position in the batch, kind, input ids), environment-major
-    for the instance's own rationale, then its no-rationale and borrowed rows (in its zero environment)."""
+    for the instance's own rationale, then (when `zero_rows`) its no-rationale and borrowed rows (in its zero
+    environment)."""
     rows = [(e, k, OWN, enc.env_ids[e][j]) for e in range(n_env) for k, j in enumerate(idx)
             if enc.env_ids[e][j] is not None]
-    for kind, ids in ((EMPTY, enc.empty_ids), (BORROWED, enc.borrowed_ids)):
-        rows += [(train[j].zero_env, k, kind, ids[j]) for k, j in enumerate(idx) if ids[j] is not None]
+    if zero_rows:
+        for kind, ids in ((EMPTY, enc.empty_ids), (BORROWED, enc.borrowed_ids)):
+            rows += [(train[j].zero_env, k, kind, ids[j]) for k, j in enumerate(idx) if ids[j] is not None]
     return rows
 
 
@@ -156,7 +158,9 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
     labels = labels_for_loss(lab, lab_mask).to(device)
     # One forward pass over every row the batch has (_batch_rows). An instance that lacks an environment adds no
     # row to it, so each environment's ERM and IRM terms cover the rows it has.
-    pairs = _batch_rows(enc, train, idx, n_env)
+    # the zero rows wait for their weights (objective.zero_terms_start): before, they would only be logged
+    pairs = _batch_rows(enc, train, idx, n_env, zero_rows=w_empty > 0 or w_borrowed > 0
+                        or objective.zero_terms_start == 0)
     ids, mask = pad_batch([p[3] for p in pairs], pad)
     row_of = torch.tensor([p[1] for p in pairs], device=device)
     # per environment its rows with the instance's own r (its ERM and IRM terms); the no-rationale rows have an ERM
@@ -220,6 +224,29 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
                   math.nan if empty_loss is None else empty_loss.item())
 
 
+def zero_terms_ramp(step: int, total: int, objective: LeakageAwareConfig) -> float:
+    """The ramp of the zero terms (no-rationale rows, borrowed term): 0 for the first `zero_terms_start` share of
+    the steps, then linear up to 1 over `warmup_fraction` of the steps left."""
+    begin = objective.zero_terms_start * total
+    if step < begin:
+        return 0.0
+    return ramp(step - round(begin), total - round(begin), objective.warmup_fraction)
+
+
+def zero_terms_full_step(total: int, objective: LeakageAwareConfig) -> int:
+    """The first step at which the zero terms are at full weight."""
+    begin = round(objective.zero_terms_start * total)
+    return begin + math.ceil(objective.warmup_fraction * (total - begin))
+
+
+def zip_weights(max_weights: tuple[float, float, float, float], step: int, total: int,
+                objective: LeakageAwareConfig) -> tuple[float, float, float, float]:
+    """(w_irm, w_probe, w_borrowed, w_empty) at `step`: the penalties on the thesis's warm-up, the zero terms on
+    their own (zero_terms_ramp)."""
+    r, r_zero = ramp(step, total, objective.warmup_fraction), zero_terms_ramp(step, total, objective)
+    return (max_weights[0] * r, max_weights[1] * r, max_weights[2] * r_zero, max_weights[3] * r_zero)
+
+
 def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, order: list[int],
                epoch: int, step: int, total: int, optimizer, scheduler, result: LAResult, config: TrainConfig,
                objective: LeakageAwareConfig, max_weights: tuple[float, float, float, float], n_env: int,
@@ -235,8 +262,7 @@ def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstanc
                        unit="step")
     for i in bar:
         idx = order[i * config.batch_size: (i + 1) * config.batch_size]
-        w_irm, w_probe, w_borrowed, w_empty = (w * ramp(step, total, objective.warmup_fraction)
-                                               for w in max_weights)
+        w_irm, w_probe, w_borrowed, w_empty = zip_weights(max_weights, step, total, objective)
         loss, values = _batch_loss(phi_la, probe, train, enc, idx, n_env, objective, w_irm, w_probe,
                                    max_weights[1] > 0, device, config.bf16, w_borrowed=w_borrowed, w_empty=w_empty)
         optimizer.zero_grad(set_to_none=True)
@@ -386,7 +412,10 @@ def train_leakage_aware(
         result.history.append(record)
         log.info("%s epoch %d: %s", desc, epoch, ", ".join(f"{k} {v:.4f}" for k, v in record.items()
                                                        if k != "epoch"))
-        best.offer(score, epoch, model)
+        # an epoch before the zero terms are at full weight reads no rationale untrained: not a candidate
+        zero_terms_on = w_borrowed_max > 0 or w_empty_max > 0
+        if not zero_terms_on or step >= zero_terms_full_step(total, objective) or epoch == config.epochs:
+            best.offer(score, epoch, model)
         if checkpointer is not None:
             checkpointer.save(checkpoint_state(epoch, model, optimizer, scheduler, best, generator,
                                                {"history": result.history, "step": step,
