@@ -99,7 +99,9 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     publish(store, report["report"], name=params.run_name)
     publish_score_table(store, report["summary"], params.run_name)
     refs = {**inputs, **models, **tables, **report}
-    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"))
+    # the weights a pretrained backbone starts from (name, sha256; minilm-frozen's encoder digest) beside the params
+    recorded = {**params.model_dump(mode="json"), "backbone_weights": params.model.cache_identity().get("base_weights")}
+    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, recorded)
     return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
 
 

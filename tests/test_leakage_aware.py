@@ -12,7 +12,8 @@ from larev.formats import baseline_input, rationale_input
 from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig
 from larev.methods.leakage_aware.objective import (borrowed_consistency, bounded_probe_loss, freeze, la_objective,
                                                    label_set_nll, probe_from, ramp)
-from larev.methods.leakage_aware.training import LAInstance, probe_label_set_nll, train_leakage_aware
+from larev.methods.leakage_aware.training import (LAInstance, probe_label_set_nll, train_leakage_aware,
+                                                  zero_terms_full_step, zip_weights)
 from larev.models.evaluator import pad_batch, tokenize
 from larev.models.train import train_evaluator
 from tests.helpers import tiny_evaluator
@@ -20,6 +21,23 @@ from tests.helpers import tiny_evaluator
 LABELS = ["entailment", "contradiction", "neutral"]
 WORDS = ["a", "man", "dog", "sleeps", "runs", "implies", "contradicts", "unrelated", "<mask>", "fruit", "tool",
          "rationale", "baseline", ":", "."]
+
+
+def test_zero_terms_wait_for_their_start():
+    """zero_terms_start=0.5 over 12 steps, warm-up 1/3: the zero terms are 0 for steps 0-5, then ramp over 1/3 of
+    the 6 steps left (2 steps): 0, 0.5, 1 at steps 6, 7, 8; the penalties keep the thesis's ramp (full at step 4)."""
+    staged = LeakageAwareConfig(zero_terms_start=0.5)
+    weights = [zip_weights((2.0, 0.1, 1.0, 1.0), s, 12, staged) for s in (0, 2, 5, 6, 7, 8, 11)]
+    assert [w[2] for w in weights] == pytest.approx([0, 0, 0, 0, 0.5, 1, 1])
+    assert [w[3] for w in weights] == [w[2] for w in weights]
+    assert [w[0] for w in weights] == pytest.approx([0, 1, 2, 2, 2, 2, 2])
+    assert [w[1] for w in weights] == pytest.approx([0, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1])
+    assert zero_terms_full_step(12, staged) == 8
+    # without a start they ramp with the penalties
+    assert zip_weights((2.0, 0.1, 1.0, 1.0), 2, 12, LeakageAwareConfig()) == pytest.approx((1.0, 0.05, 0.5, 0.5))
+    assert zero_terms_full_step(12, LeakageAwareConfig()) == 4
+    with pytest.raises(ValueError):
+        LeakageAwareConfig(zero_terms_start=1.0)
 
 
 def test_ramp_and_thesis_defaults():

@@ -151,7 +151,15 @@ def build_named(config: ModelConfig, seed: int) -> Evaluator:
 
     directory = pretrained.checkpoint_dir(config.backbone)
     tokenizer = pretrained.wordpiece_tokenizer(directory)
-    model = pretrained.build_bert2bert(directory, pretrained_decoder=config.pretrained_decoder, seed=seed)
+    base = pretrained.base_record(config.backbone, directory)
+    if pretrained.NAMED_BACKBONES[config.backbone].frozen:
+        from larev.models.frozen import build_frozen_encoder_decoder
+
+        model = build_frozen_encoder_decoder(directory, frozen_layers=config.frozen_layers,
+                                             decoder_layers=config.decoder_layers, weights_sha256=base["sha256"],
+                                             seed=seed)
+    else:
+        model = pretrained.build_bert2bert(directory, pretrained_decoder=config.pretrained_decoder, seed=seed)
     positions = model.config.encoder.max_position_embeddings
     if max(config.max_input_tokens, config.max_target_tokens) > positions:
         raise ConfigError(f"backbone {config.backbone!r} reads at most {positions} tokens: max_input_tokens "
@@ -163,8 +171,7 @@ def build_named(config: ModelConfig, seed: int) -> Evaluator:
     model.generation_config.decoder_start_token_id = tokenizer.cls_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.sep_token_id
-    return Evaluator(model=model, tokenizer=tokenizer, config=config,
-                     base=pretrained.base_record(config.backbone, directory))
+    return Evaluator(model=model, tokenizer=tokenizer, config=config, base=base)
 
 
 def new_evaluator(config: ModelConfig, *, tokenizer=None, seed: int = 0) -> Evaluator:
@@ -218,6 +225,8 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
         raise ConfigError(f"{path} is not a larev evaluator directory (no {LAREV_CONFIG_FILE})")
     payload = json.loads(cfg_file.read_text())
     config = ModelConfig(**payload["model_config"])
+    if config.backbone == "minilm-frozen":
+        import larev.models.frozen  # noqa: F401  (registers its encoder with AutoModel)
     tokenizer = AutoTokenizer.from_pretrained(path)
     try:  # safetensors only: a pickled pytorch_model.bin is refused, never unpickled
         with quiet_weight_loading():

