@@ -66,6 +66,8 @@ def test_only_the_top_and_decoder_train_and_gradients_reach_the_input(cache_dir)
     assert all(p.grad is None for p in encoder.frozen_parameters())
     top = encoder.bert.encoder.layer[1].output.dense.weight
     assert top.requires_grad and top.grad is not None and top.grad.abs().sum() > 0
+    assert encoder.adapter.weight.grad.abs().sum() > 0
+    assert model.decoder.get_input_embeddings().weight.grad is None  # tied to the output layer, kept frozen
     # Integrated Gradients' path: inputs_embeds run through the frozen layers with the graph kept
     embeds = encoder.get_input_embeddings()(x).detach().requires_grad_(True)
     encoder(inputs_embeds=embeds, attention_mask=mask).last_hidden_state.sum().backward()
@@ -106,6 +108,7 @@ def test_saved_and_reloaded_it_scores_the_same(cache_dir, tmp_path):
     loaded = load_evaluator(tmp_path / "ev", device="cpu")
     assert type(loaded.model.get_encoder()).__name__ == "CachedFrozenEncoder"
     assert loaded.model.get_encoder().config.frozen_layers == 1
+    assert not loaded.model.decoder.get_input_embeddings().weight.requires_grad
     with torch.no_grad():
         after = loaded.model(input_ids=x, attention_mask=mask, labels=labels).loss
     torch.testing.assert_close(before, after)

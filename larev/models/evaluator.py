@@ -226,7 +226,7 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
     payload = json.loads(cfg_file.read_text())
     config = ModelConfig(**payload["model_config"])
     if config.backbone == "minilm-frozen":
-        import larev.models.frozen  # noqa: F401  (registers its encoder with AutoModel)
+        from larev.models.frozen import freeze_decoder_embeddings  # also registers its encoder with AutoModel
     tokenizer = AutoTokenizer.from_pretrained(path)
     try:  # safetensors only: a pickled pytorch_model.bin is refused, never unpickled
         with quiet_weight_loading():
@@ -238,6 +238,8 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
             + (_pickle_refusal(path) or " Rerun the step that trained this model.")
         ) from None
     model.eval()
+    if config.backbone == "minilm-frozen":
+        freeze_decoder_embeddings(model)
     ev = Evaluator(model=model, tokenizer=tokenizer, config=config, bf16=bf16, meta=payload.get("meta", {}),
                    base=payload.get("base_checkpoint"))
     return ev.to(resolve_device(device))

@@ -5,8 +5,12 @@ all-MiniLM-L6-v2 (larev/models/pretrained.py) as a seq2seq evaluator whose lower
     encoder  CachedFrozenEncoder  embeddings + layers [0, frozen_layers)   frozen: no gradient, always in eval mode,
                                                                             their output per input computed once
                                   layers [frozen_layers, 6)                 trainable, started from the checkpoint
+                                  adapter h + W h (W: H x H, starts at 0)   trainable: what phi_LA's probe term
+                                                                            reads can change even when every
+                                                                            layer is frozen (the default)
     decoder  BertLMHeadModel      `decoder_layers` layers started from the checkpoint's first ones, cross-attention
-                                  new (EncoderDecoderModel, as `minilm`)
+                                  new (EncoderDecoderModel, as `minilm`); its word embeddings (tied to the output
+                                  layer) stay frozen: 11.7 M of its 16 M weights, and the costliest update
 
 Why it is cheap: every text an evaluator reads (environments, variants, training texts) is fixed before training,
 so the frozen part's output for it is the same in every epoch, every model and every run. `EncoderOutputCache`
@@ -52,7 +56,7 @@ class FrozenBertConfig(BertConfig):
 
     model_type = "larev_frozen_bert"
 
-    def __init__(self, frozen_layers: int = 5, frozen_identity: str = "", **kwargs):
+    def __init__(self, frozen_layers: int = 6, frozen_identity: str = "", **kwargs):
         super().__init__(**kwargs)
         self.frozen_layers = frozen_layers
         self.frozen_identity = frozen_identity
@@ -165,12 +169,15 @@ class CachedFrozenEncoder(PreTrainedModel):
         if not 0 <= config.frozen_layers <= config.num_hidden_layers:
             raise ValueError(f"frozen_layers must be within 0..{config.num_hidden_layers}, got {config.frozen_layers}")
         self.bert = BertModel(config, add_pooling_layer=False)
+        self.adapter = torch.nn.Linear(config.hidden_size, config.hidden_size)
         self.post_init()
+        torch.nn.init.zeros_(self.adapter.weight)  # starts as the identity: h + 0
+        torch.nn.init.zeros_(self.adapter.bias)
         for p in self.frozen_parameters():
             p.requires_grad_(False)
 
     def _init_weights(self, module):  # BERT's initialisation; the builder then loads the checkpoint's weights
-        if not isinstance(module, CachedFrozenEncoder):
+        if not isinstance(module, CachedFrozenEncoder) and module is not getattr(self, "adapter", None):
             self.bert._init_weights(module)
 
     def frozen_modules(self) -> list[torch.nn.Module]:
@@ -257,11 +264,18 @@ class CachedFrozenEncoder(PreTrainedModel):
         mask = self._mask(hidden, attention_mask)
         for layer in self.bert.encoder.layer[self.config.frozen_layers:]:
             hidden = layer(hidden, mask)
-        return BaseModelOutput(last_hidden_state=hidden)
+        return BaseModelOutput(last_hidden_state=hidden + self.adapter(hidden))
 
 
 AutoConfig.register(FrozenBertConfig.model_type, FrozenBertConfig)
 AutoModel.register(FrozenBertConfig, CachedFrozenEncoder)
+
+
+def freeze_decoder_embeddings(model):
+    """The decoder's word embeddings (tied to its output layer) take no gradient; called where the model is built
+    and where a saved one is loaded (requires_grad is not saved). Returns the model."""
+    model.decoder.get_input_embeddings().weight.requires_grad_(False)
+    return model
 
 
 def frozen_identity(weights_sha256: str, frozen_layers: int) -> str:
@@ -295,6 +309,6 @@ def build_frozen_encoder_decoder(directory: Path, *, frozen_layers: int, decoder
             decoder_config = BertConfig.from_pretrained(str(directory), is_decoder=True, add_cross_attention=True,
                                                         num_hidden_layers=decoder_layers)
             decoder = BertLMHeadModel.from_pretrained(str(directory), config=decoder_config, use_safetensors=True)
-            return EncoderDecoderModel(encoder=encoder, decoder=decoder)
+            return freeze_decoder_embeddings(EncoderDecoderModel(encoder=encoder, decoder=decoder))
     finally:
         hf_logging.set_verbosity(verbosity)
