@@ -144,6 +144,7 @@ def test_learning_rate_defaults_follow_the_backbone():
     assert TrainConfig().learning_rate_for("embedded") == EMBEDDED_LEARNING_RATE == 1e-3
     assert TrainConfig().learning_rate_for("minilm") == PRETRAINED_LEARNING_RATE == 1e-4
     assert TrainConfig().learning_rate_for("t5-large") == 1e-4
+    assert TrainConfig().learning_rate_for("minilm-frozen") == 2e-3
     assert TrainConfig(learning_rate=3e-5).learning_rate_for("minilm") == 3e-5
     optimizer, _ = optimizer_and_schedule(torch.nn.Linear(2, 2), TrainConfig(), 10, "minilm")
     assert optimizer.param_groups[0]["initial_lr"] == 1e-4
