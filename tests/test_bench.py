@@ -146,25 +146,28 @@ def test_ig_floor_runs_the_same_passes_it_times(tmp_path):
     assert [p.requires_grad for p in ev.model.parameters()] == before  # parameter gradients switched back on
 
 
-def test_esnli_seed_minutes_names_the_protocol_a_results_file_ran(tmp_path):
+def test_seed_minutes_names_the_protocol_and_dataset_a_results_file_ran(tmp_path):
     import json
 
     import pytest
 
-    from flows.cli.commands import esnli_seed_minutes
+    from flows.cli.commands import seed_minutes
 
     def results(metrics, seconds=1200.0, seeds=(0, 1)):
         path = tmp_path / f"{'-'.join(metrics)}.json"
         path.write_text(json.dumps({"scores": {m: {} for m in metrics}, "seconds": seconds, "seeds": list(seeds)}))
         return path
 
-    full = esnli_seed_minutes(results(["rev", "larev", "rora", "rq", "las"]))
+    full = seed_minutes(results(["rev", "larev", "rora", "rq", "las"]))
     assert full["esnli_seed_minutes"] == pytest.approx(10.0)  # 1,200 s over 2 seeds
-    assert esnli_seed_minutes(results(["rev", "larev"], seeds=(0,)))["esnli_rev_larev_seed_minutes"] == 20.0
+    assert seed_minutes(results(["rev", "larev"], seeds=(0,)))["esnli_rev_larev_seed_minutes"] == 20.0
+    cose = seed_minutes(results(["rev", "larev"], seconds=1800.0, seeds=(0,)), dataset="cose")
+    assert cose == {"cose_rev_larev_seed_minutes": 30.0, "cose_rev_larev_seed_minutes_source": cose[
+        "cose_rev_larev_seed_minutes_source"]}
     with pytest.raises(SystemExit, match="expected every metric"):
-        esnli_seed_minutes(results(["rev", "rora"]))
+        seed_minutes(results(["rev", "rora"]))
     with pytest.raises(SystemExit, match="no such file"):
-        esnli_seed_minutes(tmp_path / "missing.json")
+        seed_minutes(tmp_path / "missing.json")
 
 
 def _seed_results(gold: float, leaky: float, sd_shift: float = 0.0) -> dict:

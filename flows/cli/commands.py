@@ -328,20 +328,21 @@ def _timed_run(argv: list[str], log: Path | None = None) -> tuple[float, float]:
 FULL_PROTOCOL = {"rev", "larev", "rora", "rq", "las"}
 
 
-def esnli_seed_minutes(path: Path) -> dict:
-    """Wall minutes per seed of a `larev bench quality` results.json: esnli_seed_minutes when it ran every metric,
-    esnli_rev_larev_seed_minutes when it ran REV and LAREV alone (`--metrics rev,larev`)."""
+def seed_minutes(path: Path, dataset: str = "esnli") -> dict:
+    """Wall minutes per seed of a `larev bench quality` results.json: DATASET_seed_minutes when it ran every metric,
+    DATASET_rev_larev_seed_minutes when it ran REV and LAREV alone (`--metrics rev,larev`); dataset esnli or cose
+    (the option it came from)."""
     if not path.is_file():
-        raise SystemExit(f"error: --esnli-results {path}: no such file (run `make bench-quality` first)")
+        raise SystemExit(f"error: --{dataset}-results {path}: no such file (run `larev bench quality` first)")
     quality = json.loads(path.read_text())
     metrics = set(quality.get("scores", {}))
     seeds = len(quality.get("seeds") or [0])
     if quality.get("seconds") is None:
         raise SystemExit(f"error: {path} records no wall time ('seconds')")
     if metrics >= FULL_PROTOCOL:
-        key = "esnli_seed_minutes"
+        key = f"{dataset}_seed_minutes"
     elif metrics == {"rev", "larev"}:
-        key = "esnli_rev_larev_seed_minutes"
+        key = f"{dataset}_rev_larev_seed_minutes"
     else:
         raise SystemExit(f"error: {path} scored {sorted(metrics)}: expected every metric or rev and larev alone")
     return {key: quality["seconds"] / seeds / 60, f"{key}_source": str(path)}
@@ -355,7 +356,9 @@ def bench_speed(args) -> int:
 
     figures: dict = {}
     for path in args.esnli_results or []:  # read first: a wrong path fails now, not after the measurements
-        figures |= esnli_seed_minutes(Path(path))
+        figures |= seed_minutes(Path(path))
+    for path in args.cose_results or []:
+        figures |= seed_minutes(Path(path), dataset="cose")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print("scoring: batched vs one example and one label at a time ...", flush=True)

@@ -275,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a `larev bench quality` results.json on e-SNLI (repeatable): its wall time per seed is "
                             "esnli_seed_minutes when it ran every metric, esnli_rev_larev_seed_minutes when it ran "
                             "--metrics rev,larev")
+    speed.add_argument("--cose-results", action="append", default=None, metavar="RESULTS_JSON",
+                       help="the same on CoS-E: cose_seed_minutes / cose_rev_larev_seed_minutes (e.g. a "
+                            "--backbone minilm-frozen run, issue 35)")
     _server_option(speed)
     speed.set_defaults(func=cmd.bench_speed)
 
