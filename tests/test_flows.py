@@ -97,6 +97,7 @@ def test_cold_run_writes_readable_scores(first_run):
     assert (run_dir / "separations.png").read_bytes()[:4] == b"\x89PNG"
     record = json.loads((run_dir / "run.json").read_text())
     assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])
+    assert record["backbone_weights"] is None  # the embedded model is built from its config: no weights to name
     # the UI's score table: rounded numbers, one row per metric and source
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey

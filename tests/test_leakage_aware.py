@@ -13,7 +13,7 @@ from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig
 from larev.methods.leakage_aware.objective import (borrowed_consistency, bounded_probe_loss, freeze, la_objective,
                                                    label_set_nll, probe_from, ramp)
 from larev.methods.leakage_aware.training import (LAInstance, probe_label_set_nll, train_leakage_aware,
-                                                  zero_terms_full_step, zip_weights)
+                                                  step_weights, zero_terms_full_step)
 from larev.models.evaluator import pad_batch, tokenize
 from larev.models.train import train_evaluator
 from tests.helpers import tiny_evaluator
@@ -27,14 +27,14 @@ def test_zero_terms_wait_for_their_start():
     """zero_terms_start=0.5 over 12 steps, warm-up 1/3: the zero terms are 0 for steps 0-5, then ramp over 1/3 of
     the 6 steps left (2 steps): 0, 0.5, 1 at steps 6, 7, 8; the penalties keep the thesis's ramp (full at step 4)."""
     staged = LeakageAwareConfig(zero_terms_start=0.5)
-    weights = [zip_weights((2.0, 0.1, 1.0, 1.0), s, 12, staged) for s in (0, 2, 5, 6, 7, 8, 11)]
+    weights = [step_weights((2.0, 0.1, 1.0, 1.0), s, 12, staged) for s in (0, 2, 5, 6, 7, 8, 11)]
     assert [w[2] for w in weights] == pytest.approx([0, 0, 0, 0, 0.5, 1, 1])
     assert [w[3] for w in weights] == [w[2] for w in weights]
     assert [w[0] for w in weights] == pytest.approx([0, 1, 2, 2, 2, 2, 2])
     assert [w[1] for w in weights] == pytest.approx([0, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1])
     assert zero_terms_full_step(12, staged) == 8
     # without a start they ramp with the penalties
-    assert zip_weights((2.0, 0.1, 1.0, 1.0), 2, 12, LeakageAwareConfig()) == pytest.approx((1.0, 0.05, 0.5, 0.5))
+    assert step_weights((2.0, 0.1, 1.0, 1.0), 2, 12, LeakageAwareConfig()) == pytest.approx((1.0, 0.05, 0.5, 0.5))
     assert zero_terms_full_step(12, LeakageAwareConfig()) == 4
     with pytest.raises(ValueError):
         LeakageAwareConfig(zero_terms_start=1.0)
@@ -262,6 +262,29 @@ def test_phi_la_trains_the_no_rationale_rows_and_the_borrowed_term_after_the_war
     assert result.trace[0].w_borrowed < result.trace[-1].w_borrowed == 1.0
     assert {"borrowed", "empty", "val_logp_empty", "val_logp_borrowed"} <= set(result.history[0])
     assert phi_la.meta["objective"]["effective_weights"]["lambda_borrowed"] == 1.0
+
+
+def test_staged_zero_terms_start_after_the_first_epoch_and_it_is_not_kept():
+    """zero_terms_start=0.5 over 2 epochs: the first epoch computes no zero rows (trace: None), the second ramps
+    them in; the first epoch, which never trained the no-rationale reading, is not a candidate for the kept model
+    even where its validation score is the better one."""
+    phi_la = tiny_evaluator(WORDS + LABELS, seed=2)
+    psi = probe_from(tiny_evaluator(WORDS + LABELS, seed=0))
+    data = [LAInstance(inputs=(rationale_input(f"a {w}", "a man <mask> a dog"),), probe_input=baseline_input("a man"),
+                       label=y, candidates=tuple(LABELS), zero_env=0,
+                       empty_input=rationale_input("", "a man <mask> a dog"),
+                       borrowed_input=rationale_input("a tool", "a man <mask> a dog"))
+            for y, w in zip(LABELS * 6, ["fruit", "tool", "dog"] * 6)]
+    result = train_leakage_aware(phi_la, psi, data[:16], data[16:], [LABELS] * 2,
+                                 TrainConfig(epochs=2, batch_size=4), LeakageAwareConfig(zero_terms_start=0.5), "nli",
+                                 progress=False, log_every=1, env_names=("E1",))
+    first, second = ([t for t in result.trace if t.epoch == e] for e in (1, 2))
+    assert all(t.empty is None and t.borrowed is None and t.w_empty == 0 for t in first)
+    assert second[0].empty is None and second[0].w_empty == 0  # the ramp's first step: weight 0, not computed
+    assert all(t.empty is not None and t.borrowed is not None for t in second[1:]) and second[-1].w_empty == 1.0
+    # the premise: epoch 1 validates better (selection score: mean validation log p over the environments)
+    assert result.history[0]["val_logp_E1"] > result.history[1]["val_logp_E1"]
+    assert result.best_epoch == 2
 
 
 def test_label_set_scores_match_scoring_and_train():

@@ -239,7 +239,7 @@ def zero_terms_full_step(total: int, objective: LeakageAwareConfig) -> int:
     return begin + math.ceil(objective.warmup_fraction * (total - begin))
 
 
-def zip_weights(max_weights: tuple[float, float, float, float], step: int, total: int,
+def step_weights(max_weights: tuple[float, float, float, float], step: int, total: int,
                 objective: LeakageAwareConfig) -> tuple[float, float, float, float]:
     """(w_irm, w_probe, w_borrowed, w_empty) at `step`: the penalties on the thesis's warm-up, the zero terms on
     their own (zero_terms_ramp)."""
@@ -262,7 +262,7 @@ def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstanc
                        unit="step")
     for i in bar:
         idx = order[i * config.batch_size: (i + 1) * config.batch_size]
-        w_irm, w_probe, w_borrowed, w_empty = zip_weights(max_weights, step, total, objective)
+        w_irm, w_probe, w_borrowed, w_empty = step_weights(max_weights, step, total, objective)
         loss, values = _batch_loss(phi_la, probe, train, enc, idx, n_env, objective, w_irm, w_probe,
                                    max_weights[1] > 0, device, config.bf16, w_borrowed=w_borrowed, w_empty=w_empty)
         optimizer.zero_grad(set_to_none=True)
