@@ -144,3 +144,21 @@ def test_its_weights_are_named_in_cache_keys_and_run_records(cache_dir):
 def test_frozen_layers_beyond_the_checkpoint_are_refused(cache_dir):
     with pytest.raises(ValueError, match="frozen_layers must be within 0..2"):
         new_evaluator(frozen_config(frozen_layers=3), seed=0)
+
+
+def test_integrated_gradients_integrate_over_the_cached_frozen_output(cache_dir):
+    """On minilm-frozen IG integrates over the frozen encoder's output (read from the cache, no gradient through
+    the frozen layers): completeness holds there, attributions summing to f(x) - f(x')."""
+    from larev.leakage.attribution import AttributionConfig, attribute, integrates_at_frozen_output
+
+    ev = new_evaluator(frozen_config(), seed=0)
+    assert integrates_at_frozen_output(ev.model)
+    cache = ev.model.get_encoder().cache
+    out = attribute(ev, TEXTS, ["entailment", "neutral", "contradiction"],
+                    AttributionConfig(n_steps=64, reference="mask"))
+    assert [len(a.scores) for a in out] == [len(ev.tokenizer(t)["input_ids"]) for t in TEXTS]
+    assert max(abs(a.delta) for a in out) < 0.05
+    # unlike IG on the embeddings, [CLS] can get some: its frozen output mixes in the words the reference masks
+    misses = cache.misses
+    attribute(ev, TEXTS, ["entailment", "neutral", "contradiction"], AttributionConfig(n_steps=8, reference="mask"))
+    assert cache.misses == misses  # inputs and references both from the cache the second time

@@ -5,7 +5,8 @@ as the leakage term t_leak. Attributed: f(x) = log p(y | x), the teacher-forced 
 log-probabilities, as a function of the encoder input embeddings x (a positive score is evidence *for* the
 label). The reference keeps special tokens and padding, so they get zero attribution. Why embeddings rather
 than the embedding layer, the embedding scale, the reference and eval mode:
-docs/methods.md#integrated-gradients-on-the-evaluator.
+docs/methods.md#integrated-gradients-on-the-evaluator. On minilm-frozen x is the frozen encoder's output instead
+(`integrates_at_frozen_output`): the same path integral, at the layer where the model starts to train.
 """
 
 from __future__ import annotations
@@ -119,9 +120,22 @@ _ALNUM = re.compile(r"[^\W_]")
 # ----------------------------------------------------------------------------------------------- forward function
 
 
-def encoder_input_embeddings(model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
-    """The embeddings the encoder computes from `input_ids` before its first layer (scale included; see module doc)."""
+def integrates_at_frozen_output(model: torch.nn.Module) -> bool:
+    """minilm-frozen (larev/models/frozen.py): IG integrates over the frozen encoder's output, read from its cache,
+    instead of the input embeddings (layer IG at the last frozen layer, as captum's LayerIntegratedGradients at a
+    layer): no gradient has to cross the frozen layers, so a step costs the trainable part only."""
+    return hasattr(model.get_encoder(), "cached_frozen")
+
+
+def encoder_input_embeddings(model: torch.nn.Module, input_ids: torch.Tensor,
+                             attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """What IG integrates over for `input_ids`: the embeddings the encoder computes before its first layer (scale
+    included; see module doc), or minilm-frozen's frozen output, through its cache (`integrates_at_frozen_output`;
+    the reference inputs are cached too, so a second run computes nothing frozen)."""
     encoder = model.get_encoder()
+    if integrates_at_frozen_output(model):
+        return encoder.cached_frozen(input_ids, torch.ones_like(input_ids) if attention_mask is None
+                                     else attention_mask)
     layer = encoder.get_input_embeddings()
     embeds = layer(input_ids)
     scale = getattr(encoder, "embed_scale", None)
@@ -139,7 +153,8 @@ def label_logprob_forward(model: torch.nn.Module, inputs_embeds: torch.Tensor, a
     Pure: no state, no grad mode changes; the caller puts the model in eval mode.
     """
     encoder = model.get_encoder()
-    hidden = encoder(inputs_embeds=inputs_embeds, attention_mask=attention_mask).last_hidden_state
+    given = {"frozen_states" if integrates_at_frozen_output(model) else "inputs_embeds": inputs_embeds}
+    hidden = encoder(**given, attention_mask=attention_mask).last_hidden_state
     labels = labels_for_loss(label_ids, label_mask)
     if hasattr(model, "prepare_decoder_input_ids_from_labels"):
         # The decoder inputs `labels=` would build, without HF's unused loss over the whole vocabulary.
@@ -224,12 +239,12 @@ def attribute(evaluator: Evaluator, texts: list[str], labels: list[str], config:
             lab, lab_mask = pad_batch([label_all[i] for i in rows], evaluator.pad_id)
             ids, mask, lab, lab_mask = ids.to(dev), mask.to(dev), lab.to(dev), lab_mask.to(dev)
             with torch.no_grad():
-                embeds = encoder_input_embeddings(model, ids)
+                embeds = encoder_input_embeddings(model, ids, mask)
                 if ref_id is None:
                     keep = (torch.isin(ids, keep_ids) | (mask == 0))[:, :, None]
                     reference = torch.where(keep, embeds, torch.zeros_like(embeds))
                 else:
-                    reference = encoder_input_embeddings(model, _reference_ids(ids, mask, keep_ids, ref_id))
+                    reference = encoder_input_embeddings(model, _reference_ids(ids, mask, keep_ids, ref_id), mask)
             with torch.enable_grad():
                 attr = ig.attribute(embeds, baselines=reference, additional_forward_args=(mask, lab, lab_mask),
                                     n_steps=config.n_steps, method=config.method,

@@ -250,12 +250,17 @@ class CachedFrozenEncoder(PreTrainedModel):
         return out.to(input_ids.device)
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None, **kwargs) -> BaseModelOutput:
+                inputs_embeds: torch.Tensor | None = None, frozen_states: torch.Tensor | None = None,
+                **kwargs) -> BaseModelOutput:
+        """From token ids (the frozen part read from the cache), from `inputs_embeds` (the frozen part computed
+        with the graph) or from `frozen_states` (B, L, H), the frozen part's output itself (Integrated Gradients
+        integrates there: larev/leakage/attribution.py)."""
+        given = next(t for t in (input_ids, inputs_embeds, frozen_states) if t is not None)
         if attention_mask is None:
-            shape = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
-            attention_mask = torch.ones(shape, dtype=torch.long,
-                                        device=(input_ids if input_ids is not None else inputs_embeds).device)
-        if inputs_embeds is not None or input_ids is None:
+            attention_mask = torch.ones(given.shape[:2], dtype=torch.long, device=given.device)
+        if frozen_states is not None:
+            hidden = frozen_states
+        elif inputs_embeds is not None or input_ids is None:
             hidden = self.frozen_forward(None, attention_mask, inputs_embeds=inputs_embeds)
         else:
             hidden = self.cached_frozen(input_ids, attention_mask)
