@@ -100,8 +100,8 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     publish_score_table(store, report["summary"], params.run_name)
     refs = {**inputs, **models, **tables, **report}
     # the weights a pretrained backbone starts from (name, sha256; minilm-frozen's encoder digest) beside the params
-    recorded = {**params.model_dump(mode="json"), "backbone_weights": params.model.cache_identity().get("base_weights")}
-    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, recorded)
+    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"),
+                         backbone_weights=params.model.cache_identity().get("base_weights"))
     return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
 
 

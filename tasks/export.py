@@ -76,10 +76,12 @@ def _scores_with_texts(store: ArtifactStore, scores_path: Path, rationales: Arti
 
 
 @task(name="export-run", task_run_name="export-run", cache_policy=NONE, persist_result=False)
-def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef], params: dict) -> str:
-    """Write scores/summary/report/plot under run_dir, and run.json naming every artifact the run used; the
-    scores carry each rationale's text, and a pipeline run's test split goes to test_split.jsonl (ids, texts,
-    label, gold rationale: what a user's rationale file answers).
+def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef], params: dict,
+               backbone_weights: dict | None = None) -> str:
+    """Write scores/summary/report/plot under run_dir, and run.json naming every artifact the run used and (a
+    pipeline run) `backbone_weights`, the pretrained weights its evaluators start from (null for the embedded
+    model); the scores carry each rationale's text, and a pipeline run's test split goes to test_split.jsonl
+    (ids, texts, label, gold rationale: what a user's rationale file answers).
 
     Files are written to a temporary name then renamed, so a run directory never holds half a file.
     """
@@ -105,7 +107,7 @@ def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef],
         test = store.read_parquet(refs["examples"].key).filter(pl.col("split") == "test")
         test.select([c for c in TEST_SPLIT_COLUMNS if c in test.columns]).write_ndjson(tmp)
         tmp.replace(out / TEST_SPLIT_FILE)
-    record = {"artifact_root": recorded_root(store, out), "params": params,
+    record = {"artifact_root": recorded_root(store, out), "params": params, "backbone_weights": backbone_weights,
               "artifacts": {k: v.model_dump() for k, v in refs.items()}}
     tmp = out / f".{RUN_FILE}.tmp"
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
