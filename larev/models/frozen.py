@@ -1,4 +1,4 @@
-"""`minilm-frozen`: a pretrained encoder at about the embedded model's cost (issue 35).
+"""`minilm-frozen`: a pretrained encoder at about twice the embedded model's cost per step (issue 35).
 
 all-MiniLM-L6-v2 (larev/models/pretrained.py) as a seq2seq evaluator whose lower encoder layers never train:
 
@@ -20,9 +20,10 @@ top and the decoder, and a second run on the same data encodes nothing. The cach
 exactly as computed (fp16 on disk and in memory): BERT's outputs at a row's real tokens do not depend on the
 padding, so one entry serves every batch the input lands in.
 
-Where gradients must reach the input (Integrated Gradients calls the encoder with `inputs_embeds`), the frozen
-layers run in full with the graph kept; the probe's gradient (eq. 4.10) reaches phi_LA's trainable top only, which
-is what the probe reads.
+Integrated Gradients integrates over the cached frozen output (`frozen_states`; larev/leakage/attribution.py), so
+no gradient crosses the frozen layers; a caller that passes `inputs_embeds` gets the full path with the graph. The
+probe's gradient (eq. 4.10) reaches phi_LA's trainable top only, which is what the probe reads. What a step still
+costs is mostly the decoder's output layer over the 30,522-token vocabulary (docs/benchmarks.md, issue 35).
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def cache_root() -> Path:
 class EncoderOutputCache:
     """The frozen part's output per input (token ids -> (length, hidden) fp16), in memory and as safetensors shards
     in `directory` (None: memory only). Written shard by shard, each atomically (a temporary name, then a rename),
-    so two processes filling one directory lose nothing and a reader never sees half a shard."""
+    so two processes filling one directory lose nothing and a reader never sees half a shard. The directory's
+    shards are all read into memory at first use (about 25 KB per input)."""
 
     def __init__(self, directory: Path | None):
         self.directory = directory
@@ -150,7 +152,8 @@ def output_cache(identity: str) -> EncoderOutputCache:
 
 @atexit.register
 def flush_all() -> None:
-    """Write every cache's pending entries (also called after each training and scoring step)."""
+    """Write every cache's pending entries, at exit (between, a shard is written every FLUSH_EVERY new entries:
+    a process killed before exit loses at most those, which the next run computes again)."""
     for cache in _CACHES.values():
         cache.flush()
 
@@ -158,8 +161,9 @@ def flush_all() -> None:
 class CachedFrozenEncoder(PreTrainedModel):
     """BERT whose embeddings and lower `frozen_layers` layers are frozen and cached per input (module docstring).
 
-    forward(input_ids (B, L), attention_mask (B, L)) -> last_hidden_state (B, L, H); with `inputs_embeds` (B, L, H)
-    instead of ids, the frozen layers run in full and keep the graph (Integrated Gradients)."""
+    forward(input_ids (B, L), attention_mask (B, L)) -> last_hidden_state (B, L, H); `frozen_states` (B, L, H)
+    instead of ids start above the frozen layers (Integrated Gradients); `inputs_embeds` (B, L, H) run the frozen
+    layers in full with the graph kept."""
 
     config_class = FrozenBertConfig
     base_model_prefix = "bert"
@@ -264,8 +268,7 @@ class CachedFrozenEncoder(PreTrainedModel):
             hidden = self.frozen_forward(None, attention_mask, inputs_embeds=inputs_embeds)
         else:
             hidden = self.cached_frozen(input_ids, attention_mask)
-        hidden = hidden.to(next(self.bert.encoder.layer[-1].parameters()).dtype) \
-            if self.config.frozen_layers < self.config.num_hidden_layers else hidden
+        hidden = hidden.to(self.adapter.weight.dtype)  # the cache holds fp16
         mask = self._mask(hidden, attention_mask)
         for layer in self.bert.encoder.layer[self.config.frozen_layers:]:
             hidden = layer(hidden, mask)
