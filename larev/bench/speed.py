@@ -184,6 +184,16 @@ def measure_irm_step(n_instances: int = 256, batch_size: int = 16, n_envs: int =
             "irm_step_vs_erm_step_per_row": la / erm}
 
 
+def erm_step_seconds(model: Evaluator, inputs: list[str], labels: list[str], batch_size: int,
+                     repeats: int) -> float:
+    """Seconds per AdamW step of one ERM epoch over the rows (no validation), the fastest of `repeats` after a
+    warm-up epoch; the model is built before the clock starts."""
+    cfg = TrainConfig(epochs=1, batch_size=batch_size)
+    steps = -(-len(inputs) // batch_size)
+    return best_of(lambda: train_evaluator(model, inputs, labels, [], [], [], cfg, progress=False),
+                   repeats=repeats) / steps
+
+
 def measure_backbone_step(backbone: str = "minilm", n_rows: int = 256, batch_size: int = 32) -> dict:
     """What a training step costs on a pretrained backbone against the embedded model: one epoch of ERM training
     (n_rows / batch_size AdamW steps, no validation) of each on the same demo rows, seconds per step and the ratio.
@@ -197,15 +207,9 @@ def measure_backbone_step(backbone: str = "minilm", n_rows: int = 256, batch_siz
         log.warning("backbone step cost not measured: %s", exc)
         return {}
     inputs, _, labels = demo_inputs(n_rows)
-    cfg = TrainConfig(epochs=1, batch_size=batch_size)
-    steps = -(-n_rows // batch_size)
-
-    def step_seconds(model: Evaluator) -> float:  # the model is built before the clock starts
-        return best_of(lambda: train_evaluator(model, inputs, labels, [], [], [], cfg, progress=False),
-                       repeats=1) / steps
-
-    embedded = step_seconds(embedded_model(inputs, seed=2))
-    pretrained = step_seconds(new_evaluator(ModelConfig(backbone=backbone), seed=2))
+    embedded = erm_step_seconds(embedded_model(inputs, seed=2), inputs, labels, batch_size, repeats=1)
+    pretrained = erm_step_seconds(new_evaluator(ModelConfig(backbone=backbone), seed=2), inputs, labels, batch_size,
+                                  repeats=1)
     return {"embedded_step_seconds": embedded, f"{backbone}_step_seconds": pretrained,
             f"{backbone}_step_vs_embedded": pretrained / embedded}
 
@@ -218,6 +222,7 @@ def measure_frozen_step(n_rows: int = 256, batch_size: int = 32) -> dict:
     minilm package is not installed."""
     import os
     import tempfile
+    from unittest import mock
 
     from larev.errors import ConfigError
     from larev.models import frozen
@@ -229,36 +234,21 @@ def measure_frozen_step(n_rows: int = 256, batch_size: int = 32) -> dict:
         log.warning("minilm-frozen step cost not measured: %s", exc)
         return {}
     inputs, _, labels = demo_inputs(n_rows)
-    cfg = TrainConfig(epochs=1, batch_size=batch_size)
-    steps = -(-n_rows // batch_size)
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {frozen.CACHE_ENV: tmp}):
+        model = new_evaluator(ModelConfig(backbone="minilm-frozen"), seed=2)
+        encoder = model.model.get_encoder().eval()
+        ids, _ = tokenize(model.tokenizer, inputs, model.config.max_input_tokens, model.eos_id)
 
-    def step_seconds(model: Evaluator) -> float:
-        return best_of(lambda: train_evaluator(model, inputs, labels, [], [], [], cfg, progress=False),
-                       repeats=3) / steps
+        def encode_all() -> float:
+            started = time.perf_counter()
+            with torch.no_grad():
+                for i in range(0, len(ids), batch_size):
+                    encoder(*pad_batch(ids[i:i + batch_size], model.pad_id))
+            return time.perf_counter() - started
 
-    previous = os.environ.get(frozen.CACHE_ENV)
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ[frozen.CACHE_ENV] = tmp
-        try:
-            model = new_evaluator(ModelConfig(backbone="minilm-frozen"), seed=2)
-            encoder = model.model.get_encoder().eval()
-            ids, _ = tokenize(model.tokenizer, inputs, model.config.max_input_tokens, model.eos_id)
-
-            def encode_all() -> float:
-                started = time.perf_counter()
-                with torch.no_grad():
-                    for i in range(0, len(ids), batch_size):
-                        encoder(*pad_batch(ids[i:i + batch_size], model.pad_id))
-                return time.perf_counter() - started
-
-            filling, reading = encode_all(), encode_all()
-            frozen_step = step_seconds(model)
-            embedded = step_seconds(embedded_model(inputs, seed=2))
-        finally:
-            if previous is None:
-                os.environ.pop(frozen.CACHE_ENV, None)
-            else:
-                os.environ[frozen.CACHE_ENV] = previous
+        filling, reading = encode_all(), encode_all()
+        frozen_step = erm_step_seconds(model, inputs, labels, batch_size, repeats=3)
+        embedded = erm_step_seconds(embedded_model(inputs, seed=2), inputs, labels, batch_size, repeats=3)
     return {"frozen_step_seconds": frozen_step, "embedded_step_seconds": embedded,
             "frozen_step_vs_embedded_step": frozen_step / embedded,
             "frozen_encode_ms_per_input": 1000 * filling / len(ids),

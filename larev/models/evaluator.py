@@ -225,7 +225,10 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
         raise ConfigError(f"{path} is not a larev evaluator directory (no {LAREV_CONFIG_FILE})")
     payload = json.loads(cfg_file.read_text())
     config = ModelConfig(**payload["model_config"])
-    if config.backbone == "minilm-frozen":
+    from larev.models.pretrained import NAMED_BACKBONES
+
+    frozen = getattr(NAMED_BACKBONES.get(config.backbone), "frozen", False)  # requires_grad is not saved
+    if frozen:
         from larev.models.frozen import freeze_decoder_embeddings  # also registers its encoder with AutoModel
     tokenizer = AutoTokenizer.from_pretrained(path)
     try:  # safetensors only: a pickled pytorch_model.bin is refused, never unpickled
@@ -238,7 +241,7 @@ def load_evaluator(path: str | Path, *, device: str = "auto", bf16: bool = True)
             + (_pickle_refusal(path) or " Rerun the step that trained this model.")
         ) from None
     model.eval()
-    if config.backbone == "minilm-frozen":
+    if frozen:
         freeze_decoder_embeddings(model)
     ev = Evaluator(model=model, tokenizer=tokenizer, config=config, bf16=bf16, meta=payload.get("meta", {}),
                    base=payload.get("base_checkpoint"))

@@ -394,6 +394,8 @@ def train_leakage_aware(
     result.history = state.get("history", [])
     result.trace = [LAStepRecord(**t) for t in state.get("trace", [])]
     step = state.get("step", 0)
+    zero_terms_on = w_borrowed_max > 0 or w_empty_max > 0
+    eligible_from = zero_terms_full_step(total, objective) if zero_terms_on else 0  # first step model selection keeps
     for epoch in range(done + 1, config.epochs + 1):
         started = time.perf_counter()
         model.train()
@@ -413,8 +415,7 @@ def train_leakage_aware(
         log.info("%s epoch %d: %s", desc, epoch, ", ".join(f"{k} {v:.4f}" for k, v in record.items()
                                                        if k != "epoch"))
         # an epoch before the zero terms are at full weight reads no rationale untrained: not a candidate
-        zero_terms_on = w_borrowed_max > 0 or w_empty_max > 0
-        if not zero_terms_on or step >= zero_terms_full_step(total, objective) or epoch == config.epochs:
+        if step >= eligible_from or epoch == config.epochs:
             best.offer(score, epoch, model)
         if checkpointer is not None:
             checkpointer.save(checkpoint_state(epoch, model, optimizer, scheduler, best, generator,
