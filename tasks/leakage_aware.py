@@ -23,7 +23,7 @@ from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
 from tasks.rev import score_with_estimator, train_model
-from tasks.training import (load_tokenizer, put_evaluator, split_train_validation,
+from tasks.training import (new_run_evaluator, put_evaluator, split_train_validation,
                             train_val_examples, training_frame)
 
 
@@ -110,7 +110,7 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     at least `min_steps` optimizer steps; `label_edits` (larev.label_edits) edits the label's own text in the
     environments too."""
     from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
-    from larev.models.evaluator import load_evaluator, mask_token_of, new_evaluator
+    from larev.models.evaluator import load_evaluator, mask_token_of
 
     df, env_names = environment_frame(store, examples, environments_ref)
     task = df["task"][0]
@@ -118,7 +118,7 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     train = epochs_for_min_steps(train, tr.height, min_steps, desc=name)
     start = "fresh" if start_from is None else la_config.resolve_la_start(la_start, task)
     if start == "fresh":
-        phi_la = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
+        phi_la = new_run_evaluator(store, tokenizer, model, train.seed)
     else:
         phi_la = load_evaluator(store.get_dir(start_from.key), device=train.device)
     psi = load_evaluator(store.get_dir(probe.key), device=train.device)

@@ -10,7 +10,7 @@ from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.formats import target_text
 from larev.methods.rev.inputs import ROLES, evaluator_inputs
-from larev.models.evaluator import load_evaluator, new_evaluator
+from larev.models.evaluator import load_evaluator
 from larev.models.train import train_evaluator
 from larev.schema import label_sets
 from storage import ArtifactStore
@@ -19,7 +19,7 @@ from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_table
-from tasks.training import load_tokenizer, put_evaluator, split_train_validation, training_frame
+from tasks.training import new_run_evaluator, put_evaluator, split_train_validation, training_frame
 
 
 @larev_task("train", task_run_name="train-{role}", gpu=True)
@@ -29,7 +29,7 @@ def train_model(store: ArtifactStore, role: str, examples: ArtifactRef, baseline
     """Train one evaluator (phi_base on b, phi on [r, b], or LAREV's r_only control on r) and save it with its
     configs and history."""
     tr, val = split_train_validation(training_frame(store, examples, baselines))
-    ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
+    ev = new_run_evaluator(store, tokenizer, model, train.seed)
     with epoch_checkpoints(store, role, train.epochs) as checkpoints:
         train_evaluator(ev, evaluator_inputs(role, tr), [target_text(y) for y in tr["label"]],
                         evaluator_inputs(role, val), [target_text(y) for y in val["label"]], label_sets(val), train,

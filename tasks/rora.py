@@ -23,8 +23,8 @@ from tasks.cache import larev_task
 from tasks.checkpoints import epoch_checkpoints
 from tasks.metric import Run, Trained
 from tasks.outputs import put_dir, put_table
-from tasks.training import (load_tokenizer, put_evaluator, source_frame, split_train_validation,
-                            train_input_model, train_val_examples)
+from tasks.training import (load_tokenizer, new_run_evaluator, put_evaluator, source_frame,
+                            split_train_validation, train_input_model, train_val_examples)
 
 
 @larev_task("training-rationales")
@@ -178,7 +178,6 @@ def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, tra
                    train: TrainConfig, objective: LeakageAwareConfig, progress: bool = True) -> ArtifactRef:
     """Phi (RORA eq. 8): ERM over the environments D^e plus lambda * the per-environment IRMv1 penalty."""
     from larev.methods.leakage_aware.training import train_leakage_aware
-    from larev.models.evaluator import new_evaluator
 
     df = source_frame(store, examples, training_rationales, source)
     cf = store.read_parquet(counterfactuals.key).sort("env")
@@ -186,7 +185,7 @@ def train_rora_phi(store: ArtifactStore, source: str, examples: ArtifactRef, tra
     df = df.join(by_id.rename({"rationale": "envs"}), on="id", how="inner")
     n_env = int(cf["env"].max()) + 1
     tr, val = split_train_validation(df)
-    phi = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
+    phi = new_run_evaluator(store, tokenizer, model, train.seed)
     with epoch_checkpoints(store, "rora_phi", train.epochs, f"rora[{source}]") as checkpoints:
         train_leakage_aware(phi, None, rora_envs.rora_instances(tr, tr["envs"].to_list(), n_env),
                             rora_envs.rora_instances(val, val["envs"].to_list(), n_env), label_sets(val), train,

@@ -4,12 +4,15 @@ Training steps are GPU stages: sent to a GPU work pool when one is configured.""
 
 from __future__ import annotations
 
+import json
 import tempfile
+from pathlib import Path
 
 import polars as pl
 
 from larev.config import ModelConfig, TrainConfig
 from larev.formats import input_only, input_with_rationale, target_text, task_inputs
+from larev.models import pretrained
 from larev.models.evaluator import new_evaluator, save_evaluator
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
@@ -33,12 +36,24 @@ def split_train_validation(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame
 
 
 def load_tokenizer(store: ArtifactStore, tokenizer: ArtifactRef | None):
-    """The embedded backbone's trained tokenizer; None for a hub checkpoint, which brings its own."""
+    """The embedded backbone's trained tokenizer; None for a checkpoint, which brings its own."""
     if tokenizer is None:
         return None
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(store.get_dir(tokenizer.key))
+
+
+def new_run_evaluator(store: ArtifactStore, tokenizer: ArtifactRef | None, model: ModelConfig, seed: int):
+    """A fresh evaluator over the run's vocabularies (the tokenizer step's artifact): the embedded backbone's
+    trained tokenizer, or minilm-frozen's output vocabulary (larev/models/frozen.py)."""
+    from larev.models.frozen import OUTPUT_VOCABULARY_FILE
+
+    if tokenizer is not None:
+        vocabulary = Path(store.get_dir(tokenizer.key)) / OUTPUT_VOCABULARY_FILE
+        if vocabulary.is_file():
+            return new_evaluator(model, seed=seed, output_vocabulary=json.loads(vocabulary.read_text()))
+    return new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=seed)
 
 
 def put_evaluator(store: ArtifactStore, name: str, evaluator, role: str) -> ArtifactRef:
@@ -71,13 +86,25 @@ def source_frame(store: ArtifactStore, examples: ArtifactRef, training_rationale
 @larev_task("tokenizer")
 def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                     model: ModelConfig) -> ArtifactRef | None:
-    """The embedded backbone's word-level vocabulary, from the training texts; None for a hub checkpoint."""
-    if model.backbone != "embedded":
+    """The run's vocabularies: the embedded backbone's word-level tokenizer (from the training texts), or
+    minilm-frozen's output vocabulary (every label text of every split: what its decoder predicts); None for
+    other checkpoints, which bring their own."""
+    if model.backbone == "embedded":
+        df = training_frame(store, examples, baselines).filter(pl.col("split") == "train")
+        tok = train_word_tokenizer(vocabulary_texts(df), max_vocab=model.max_vocab)
+        with tempfile.TemporaryDirectory() as tmp:
+            tok.save_pretrained(tmp)
+            return put_dir(store, "tokenizer", tmp, kind="dir")
+    spec = pretrained.NAMED_BACKBONES.get(model.backbone)
+    if spec is None or not spec.frozen:
         return None
-    df = training_frame(store, examples, baselines).filter(pl.col("split") == "train")
-    tok = train_word_tokenizer(vocabulary_texts(df), max_vocab=model.max_vocab)
+    from larev.models.frozen import OUTPUT_VOCABULARY_FILE, output_vocabulary
+
+    every = store.read_parquet(examples.key)
+    texts = sorted({target_text(c) for cands in label_sets(every) for c in cands})
+    ids = output_vocabulary(pretrained.wordpiece_tokenizer(pretrained.checkpoint_dir(model.backbone)), texts)
     with tempfile.TemporaryDirectory() as tmp:
-        tok.save_pretrained(tmp)
+        (Path(tmp) / OUTPUT_VOCABULARY_FILE).write_text(json.dumps(ids))
         return put_dir(store, "tokenizer", tmp, kind="dir")
 
 
@@ -95,7 +122,7 @@ def train_input_model(store: ArtifactStore, role: str, examples: ArtifactRef, tr
         inputs = [input_with_rationale(x, r) for x, r in zip(task_inputs(df), df["rationale"])]
     df = df.with_columns(input=pl.Series(inputs, dtype=pl.String))
     tr, val = split_train_validation(df)
-    ev = new_evaluator(model, tokenizer=load_tokenizer(store, tokenizer), seed=train.seed)
+    ev = new_run_evaluator(store, tokenizer, model, train.seed)
     with epoch_checkpoints(store, role, train.epochs) as checkpoints:
         train_evaluator(ev, tr["input"].to_list(), [target_text(y) for y in tr["label"]], val["input"].to_list(),
                         [target_text(y) for y in val["label"]], label_sets(val), train, progress=progress,

@@ -162,3 +162,96 @@ def test_integrated_gradients_integrate_over_the_cached_frozen_output(cache_dir)
     misses = cache.misses
     attribute(ev, TEXTS, ["entailment", "neutral", "contradiction"], AttributionConfig(n_steps=8, reference="mask"))
     assert cache.misses == misses  # inputs and references both from the cache the second time
+
+
+def nli_vocabulary(ev) -> list[int]:
+    return frozen.output_vocabulary(ev.tokenizer, NLI)
+
+
+def test_the_output_vocabulary_keeps_the_specials_and_the_label_tokens(cache_dir):
+    ev = new_evaluator(frozen_config(), seed=0)
+    vocabulary = nli_vocabulary(ev)
+    label_tokens = [ev.tokenizer.convert_tokens_to_ids(w) for w in NLI]
+    assert vocabulary == [0, 1, 2, 3, 4, *sorted(label_tokens)]  # the fake checkpoint's specials are 0..4
+
+
+def test_over_its_output_vocabulary_the_decoder_gives_the_full_decoders_logits_at_those_tokens(cache_dir):
+    """The restricted decoder is the full one with the other output rows left out: same seed, same logits at the
+    kept tokens; target ids are positions in the vocabulary."""
+    full = new_evaluator(frozen_config(), seed=0)
+    vocabulary = nli_vocabulary(full)
+    small = new_evaluator(frozen_config(), seed=0, output_vocabulary=vocabulary)
+    assert small.model.decoder.get_output_embeddings().weight.shape[0] == len(vocabulary)
+    assert not small.model.decoder.get_input_embeddings().weight.requires_grad
+    x, mask = batch(full, TEXTS)
+    full_ids, small_ids = full.target_ids(NLI), small.target_ids(NLI)
+    assert small_ids == [[vocabulary.index(i) for i in row] for row in full_ids]
+    assert small_ids != full_ids  # the label tokens are renumbered; [SEP] (3) keeps its id
+    assert all(row[-1] == 3 for row in small_ids)
+    y_full, _ = pad_batch(full_ids, full.pad_id)
+    y_small, _ = pad_batch(small_ids, small.pad_id)
+    with torch.no_grad():
+        a = full.model.eval()(input_ids=x, attention_mask=mask, labels=y_full).logits
+        b = small.model.eval()(input_ids=x, attention_mask=mask, labels=y_small).logits
+    torch.testing.assert_close(b, a[..., vocabulary])
+
+
+def test_a_label_with_tokens_outside_the_output_vocabulary_is_read_as_unknown_with_a_warning(cache_dir, caplog):
+    ev = new_evaluator(frozen_config(), seed=0, output_vocabulary=nli_vocabulary(new_evaluator(frozen_config())))
+    unk = ev.tokenizer.unk_token_id
+    with caplog.at_level("WARNING", logger="larev.models.evaluator"):
+        ids = ev.target_ids(["neutral", "guitar"])
+    assert ids[1] == [unk, 3] and ids[0][0] != unk
+    assert "1 of 2 label texts have tokens outside the decoder's output vocabulary" in caplog.text
+    assert "'guitar'" in caplog.text
+
+
+def test_the_output_vocabulary_is_saved_with_the_model_and_trains(cache_dir, tmp_path):
+    vocabulary = nli_vocabulary(new_evaluator(frozen_config()))
+    ev = new_evaluator(frozen_config(), seed=0, output_vocabulary=vocabulary)
+    inputs, labels = TEXTS * 4, NLI * 4
+    train_evaluator(ev, inputs, labels, [], [], [], TrainConfig(epochs=2, batch_size=4), progress=False)
+    save_evaluator(ev, tmp_path / "ev")
+    loaded = load_evaluator(tmp_path / "ev", device="cpu")
+    assert frozen.output_token_ids(loaded.model) == vocabulary
+    from larev.models.evaluator import score_labels
+
+    before = score_labels(ev, TEXTS, NLI, [NLI] * 3)
+    after = score_labels(loaded, TEXTS, NLI, [NLI] * 3)
+    assert before.predicted == after.predicted
+    torch.testing.assert_close(torch.tensor(after.logp), torch.tensor(before.logp), atol=1e-5, rtol=0)
+
+
+def test_only_minilm_frozen_takes_an_output_vocabulary(cache_dir):
+    from larev.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="an output vocabulary is minilm-frozen's"):
+        new_evaluator(ModelConfig(backbone="minilm"), seed=0, output_vocabulary=[0, 1, 2, 3, 4])
+
+
+def test_the_runs_tokenizer_step_builds_the_output_vocabulary_from_every_split(cache_dir, tmp_path, prefect_harness):
+    """minilm-frozen's tokenizer step lists every label text's tokens, test rows' answer choices included (a test
+    question's choices need not appear in training), and the run's evaluators are built over it."""
+    import polars as pl
+
+    from storage import ArtifactStore
+    from storage.ref import ArtifactRef
+    from storage.store import sha256_bytes
+    from tasks.runner import StepRunner
+    from tasks.training import new_run_evaluator, train_tokenizer
+
+    store = ArtifactStore(tmp_path / "store")
+    examples = pl.DataFrame({
+        "id": ["q1", "q2"], "task": ["qa", "qa"], "split": ["train", "test"],
+        "choices": [["dog", "cat", "man"], ["guitar", "music", "woman"]], "label": ["dog", "music"]})
+    key = "inputs/examples.parquet"
+    store.write_parquet(key, examples)
+    ref = ArtifactRef(uri=store.uri(key), key=key, digest=sha256_bytes(store.read_bytes(key)))
+    model = frozen_config()
+    with StepRunner(store, progress=False) as runner:
+        vocabulary_ref = runner.run(train_tokenizer, ref, ref, model)
+    ev = new_run_evaluator(store, vocabulary_ref, model, seed=0)
+    vocabulary = frozen.output_token_ids(ev.model)
+    words = ["dog", "cat", "man", "guitar", "music", "woman"]
+    assert vocabulary == [0, 1, 2, 3, 4, *sorted(ev.tokenizer.convert_tokens_to_ids(words))]
+    assert len({tuple(r) for r in ev.target_ids(words)}) == 6  # no choice read as [UNK]

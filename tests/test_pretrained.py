@@ -35,7 +35,10 @@ def fake_minilm_package(root: Path, hidden: int = 32) -> Path:
     (package / "__init__.py").write_text("raise ImportError('larev must not import this package')\n")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *WORDS, "##s", "##ing"]
     (model_dir / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(vocab_file=str(model_dir / "vocab.txt"), do_lower_case=True).save_pretrained(model_dir)
+    # the vocabulary as a dict: transformers 5 ignores `vocab_file` (every word became [UNK])
+    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    assert tokenizer("a dog")["input_ids"] == [2, vocab.index("a"), vocab.index("dog"), 3]
+    tokenizer.save_pretrained(model_dir)
     config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=2 * hidden, max_position_embeddings=128, pad_token_id=0)
     torch.manual_seed(0)

@@ -17,8 +17,10 @@ weights are freshly initialised (speed does not depend on what the weights learn
                           the embedded model's, one epoch of each on the same rows (when minilm is installed).
   frozen_step_vs_embedded_step
                           the same for minilm-frozen with its encoder cache warm (every epoch after a run's first,
-                          every later run), fastest of 3 epochs each; the one-time cost of filling the cache per
-                          input beside it.                                                       target <= 2
+                          every later run), fastest of 3 epochs each, its decoder over the demo's output vocabulary
+                          (what a run builds: the labels' tokens); beside it the same step with an output vocabulary
+                          of CoS-E's size and with the full one, and the one-time cost of filling the cache per
+                          input.                                                                 target <= 2
 
 The demo figures (demo_cold_seconds, demo_rerun_seconds, cached_rerun_vs_cold, demo_peak_rss_gib) and the e-SNLI
 seed minutes come from `larev bench speed` itself (flows/cli/commands.py): `larev run` in child processes, and the
@@ -214,13 +216,20 @@ def measure_backbone_step(backbone: str = "minilm", n_rows: int = 256, batch_siz
             f"{backbone}_step_vs_embedded": pretrained / embedded}
 
 
+#: CoS-E's output vocabulary on minilm-frozen: the specials (ids 0..103) and the 4,735 tokens of its answer choices
+COSE_OUTPUT_VOCABULARY = 104 + 4735
+
+
 def measure_frozen_step(n_rows: int = 256, batch_size: int = 32) -> dict:
     """minilm-frozen's training step against the embedded model's (issue 35): one epoch of ERM on the same demo rows,
     each the fastest of 3 after a warm-up epoch (so minilm-frozen's encoder cache is warm, as in every epoch after
-    a run's first and every later run). Beside it, the one-time cost of filling the cache: the frozen encoder over
-    every input with an empty cache against a second pass that reads them all back, in ms per input. Empty when the
-    minilm package is not installed."""
+    a run's first and every later run). minilm-frozen is measured with the demo's output vocabulary (its labels'
+    tokens: what a run builds), with one of CoS-E's size (COSE_OUTPUT_VOCABULARY tokens) and with the full
+    vocabulary. Beside them, the one-time cost of filling the cache: the frozen encoder over every input with an
+    empty cache against a second pass that reads them all back, in ms per input. Empty when the minilm package is
+    not installed."""
     import os
+    import random
     import tempfile
     from unittest import mock
 
@@ -234,23 +243,34 @@ def measure_frozen_step(n_rows: int = 256, batch_size: int = 32) -> dict:
         log.warning("minilm-frozen step cost not measured: %s", exc)
         return {}
     inputs, _, labels = demo_inputs(n_rows)
+    config = ModelConfig(backbone="minilm-frozen")
     with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {frozen.CACHE_ENV: tmp}):
-        model = new_evaluator(ModelConfig(backbone="minilm-frozen"), seed=2)
-        encoder = model.model.get_encoder().eval()
-        ids, _ = tokenize(model.tokenizer, inputs, model.config.max_input_tokens, model.eos_id)
+        full = new_evaluator(config, seed=2)
+        demo_vocabulary = frozen.output_vocabulary(full.tokenizer, sorted(set(labels)))
+        others = sorted(set(range(len(full.tokenizer))) - set(demo_vocabulary))
+        cose_size = sorted(demo_vocabulary + random.Random(0).sample(others,
+                                                                     COSE_OUTPUT_VOCABULARY - len(demo_vocabulary)))
+        encoder = full.model.get_encoder().eval()
+        ids, _ = tokenize(full.tokenizer, inputs, full.config.max_input_tokens, full.eos_id)
 
         def encode_all() -> float:
             started = time.perf_counter()
             with torch.no_grad():
                 for i in range(0, len(ids), batch_size):
-                    encoder(*pad_batch(ids[i:i + batch_size], model.pad_id))
+                    encoder(*pad_batch(ids[i:i + batch_size], full.pad_id))
             return time.perf_counter() - started
 
         filling, reading = encode_all(), encode_all()
-        frozen_step = erm_step_seconds(model, inputs, labels, batch_size, repeats=3)
+        steps = {name: erm_step_seconds(new_evaluator(config, seed=2, output_vocabulary=vocabulary), inputs, labels,
+                                        batch_size, repeats=3)
+                 for name, vocabulary in (("frozen", demo_vocabulary), ("frozen_cose_vocab", cose_size),
+                                          ("frozen_full_vocab", None))}
         embedded = erm_step_seconds(embedded_model(inputs, seed=2), inputs, labels, batch_size, repeats=3)
-    return {"frozen_step_seconds": frozen_step, "embedded_step_seconds": embedded,
-            "frozen_step_vs_embedded_step": frozen_step / embedded,
+    return {"frozen_step_seconds": steps["frozen"], "embedded_step_seconds": embedded,
+            "frozen_step_vs_embedded_step": steps["frozen"] / embedded,
+            "frozen_output_vocabulary": len(demo_vocabulary),
+            "frozen_cose_vocab_step_vs_embedded_step": steps["frozen_cose_vocab"] / embedded,
+            "frozen_full_vocab_step_vs_embedded_step": steps["frozen_full_vocab"] / embedded,
             "frozen_encode_ms_per_input": 1000 * filling / len(ids),
             "frozen_cached_read_ms_per_input": 1000 * reading / len(ids)}
 

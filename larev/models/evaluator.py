@@ -55,6 +55,7 @@ class Evaluator:
     bf16: bool = True
     meta: dict = field(default_factory=dict)  # role, training history ... saved beside the config
     base: dict | None = None  # the pretrained checkpoint it started from (name, digest); None: built from config
+    _output_position: dict[int, int] | None = field(default=None, init=False, repr=False)
 
     @property
     def pad_id(self) -> int:
@@ -66,9 +67,24 @@ class Evaluator:
 
     def target_ids(self, texts: list[str]) -> list[list[int]]:
         """Decoder-side token ids of label / target texts, cut to max_target_tokens, without a leading start token
-        (see `tokenize`)."""
-        return tokenize(self.tokenizer, texts, self.config.max_target_tokens, self.eos_id,
-                        start_id=self.model.config.decoder_start_token_id)[0]
+        (see `tokenize`). A decoder with an output vocabulary of its own (minilm-frozen, larev/models/frozen.py)
+        gets its own ids; a token outside that vocabulary is read as the unknown token, with a warning."""
+        ids = tokenize(self.tokenizer, texts, self.config.max_target_tokens, self.eos_id,
+                       start_id=self.model.config.decoder_start_token_id)[0]
+        from larev.models.frozen import output_token_ids
+
+        vocabulary = output_token_ids(self.model)
+        if vocabulary is None:
+            return ids
+        if self._output_position is None:
+            self._output_position = {t: i for i, t in enumerate(vocabulary)}
+        position, unk = self._output_position, self._output_position[int(self.tokenizer.unk_token_id)]
+        outside = [t for t, row in zip(texts, ids) if any(i not in position for i in row)]
+        if outside:
+            log.warning("%d of %d label texts have tokens outside the decoder's output vocabulary (%d tokens, the "
+                        "run's label texts), read as the unknown token: e.g. %r", len(outside), len(texts),
+                        len(vocabulary), outside[0])
+        return [[position.get(i, unk) for i in row] for row in ids]
 
     def to(self, device: torch.device) -> "Evaluator":
         self.model.to(device)
@@ -144,9 +160,10 @@ def load_hf_checkpoint(config: ModelConfig) -> Evaluator:
     return Evaluator(model=model, tokenizer=tokenizer, config=config, base=base_weights(config.backbone))
 
 
-def build_named(config: ModelConfig, seed: int) -> Evaluator:
+def build_named(config: ModelConfig, seed: int, output_vocabulary: list[int] | None = None) -> Evaluator:
     """A seq2seq evaluator warm-started from a named offline checkpoint (larev/models/pretrained.py); `seed`
-    draws its new weights (cross-attention, and the decoder unless `config.pretrained_decoder`)."""
+    draws its new weights (cross-attention, and the decoder unless `config.pretrained_decoder`);
+    `output_vocabulary`: minilm-frozen's decoder vocabulary (larev/models/frozen.py; None: the full one)."""
     from larev.models import pretrained
 
     directory = pretrained.checkpoint_dir(config.backbone)
@@ -157,7 +174,7 @@ def build_named(config: ModelConfig, seed: int) -> Evaluator:
 
         model = build_frozen_encoder_decoder(directory, frozen_layers=config.frozen_layers,
                                              decoder_layers=config.decoder_layers, weights_sha256=base["sha256"],
-                                             seed=seed)
+                                             seed=seed, output_ids=output_vocabulary)
     else:
         model = pretrained.build_bert2bert(directory, pretrained_decoder=config.pretrained_decoder, seed=seed)
     positions = model.config.encoder.max_position_embeddings
@@ -174,17 +191,22 @@ def build_named(config: ModelConfig, seed: int) -> Evaluator:
     return Evaluator(model=model, tokenizer=tokenizer, config=config, base=base)
 
 
-def new_evaluator(config: ModelConfig, *, tokenizer=None, seed: int = 0) -> Evaluator:
+def new_evaluator(config: ModelConfig, *, tokenizer=None, seed: int = 0,
+                  output_vocabulary: list[int] | None = None) -> Evaluator:
     """A fresh evaluator to train: the embedded T5 (needs the trained `tokenizer`), a named offline checkpoint
-    (`minilm`) or an HF checkpoint."""
-    from larev.models.pretrained import is_named
+    (`minilm`, `minilm-frozen` with its decoder's `output_vocabulary`; None: the full vocabulary, for a model that
+    writes free text) or an HF checkpoint."""
+    from larev.models.pretrained import NAMED_BACKBONES, is_named
 
     if config.backbone == "embedded":
         if tokenizer is None:
             raise ConfigError("backbone='embedded' needs the tokenizer trained on the training texts")
         return build_embedded_t5(config, tokenizer, seed)
+    if output_vocabulary is not None and not getattr(NAMED_BACKBONES.get(config.backbone), "frozen", False):
+        raise ConfigError(f"an output vocabulary is minilm-frozen's; backbone {config.backbone!r} predicts its "
+                          f"full vocabulary")
     if is_named(config.backbone):
-        return build_named(config, seed)
+        return build_named(config, seed, output_vocabulary)
     return load_hf_checkpoint(config)
 
 
@@ -354,12 +376,8 @@ def score_labels(evaluator: Evaluator, inputs: list[str], labels: list[str], can
             raise ValueError(f"row {i}: label {y!r} is not among its candidates {cands}")
     model, tok = evaluator.model, evaluator.tokenizer
     model.eval()
-    label_cache: dict[str, list[int]] = {}
-
-    def label_ids(text: str) -> list[int]:
-        if text not in label_cache:
-            label_cache[text] = evaluator.target_ids([text])[0]
-        return label_cache[text]
+    distinct = sorted({c for cands in candidates for c in cands})
+    label_cache = dict(zip(distinct, evaluator.target_ids(distinct))) if distinct else {}
 
     enc, n_cut = tokenize(tok, inputs, evaluator.config.max_input_tokens, evaluator.eos_id)
     if n_cut:
@@ -375,7 +393,7 @@ def score_labels(evaluator: Evaluator, inputs: list[str], labels: list[str], can
         ids, mask = pad_batch([enc[i] for i in rows], evaluator.pad_id)
         rows_cands = [candidates[i] for i in rows]
         pairs = [(r, c) for r, cands in enumerate(rows_cands) for c in cands]
-        cand_ids, cand_mask = pad_batch([label_ids(c) for _, c in pairs], evaluator.pad_id)
+        cand_ids, cand_mask = pad_batch([label_cache[c] for _, c in pairs], evaluator.pad_id)
         cand_row = torch.tensor([r for r, _ in pairs], dtype=torch.long)
         dev = evaluator.device
         with torch.no_grad(), autocast(dev, evaluator.bf16):

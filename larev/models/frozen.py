@@ -10,7 +10,8 @@ all-MiniLM-L6-v2 (larev/models/pretrained.py) as a seq2seq evaluator whose lower
                                                                             layer is frozen (the default)
     decoder  BertLMHeadModel      `decoder_layers` layers started from the checkpoint's first ones, cross-attention
                                   new (EncoderDecoderModel, as `minilm`); its word embeddings (tied to the output
-                                  layer) stay frozen: 11.7 M of its 16 M weights, and the costliest update
+                                  layer) stay frozen. Its vocabulary is the run's *output vocabulary* (below), the
+                                  checkpoint's embedding rows of those tokens
 
 Why it is cheap: every text an evaluator reads (environments, variants, training texts) is fixed before training,
 so the frozen part's output for it is the same in every epoch, every model and every run. `EncoderOutputCache`
@@ -23,7 +24,17 @@ padding, so one entry serves every batch the input lands in.
 Integrated Gradients integrates over the cached frozen output (`frozen_states`; larev/leakage/attribution.py), so
 no gradient crosses the frozen layers; a caller that passes `inputs_embeds` gets the full path with the graph. The
 probe's gradient (eq. 4.10) reaches phi_LA's trainable top only, which is what the probe reads. What a step still
-costs is mostly the decoder's output layer over the 30,522-token vocabulary (docs/benchmarks.md, issue 35).
+costs is mostly the decoder's output layer.
+
+The output vocabulary. An evaluator only ever scores label texts (NLI's relation names, a QA row's answer choices),
+so its decoder predicts those texts' tokens only: `output_vocabulary` lists them (checkpoint ids), built by the run's
+tokenizer step from every label text of every split. Over the full 30,522 tokens the output layer was 11.5x the
+embedded model's work per target token and half of a training step; over CoS-E's answer tokens (4,735, plus the
+specials) it is 1.8x, over e-SNLI's three labels nothing. The ids up to the last special token keep their ids
+([PAD], [UNK], [CLS], [SEP], [MASK]: padding, start and end mean the same on both sides), the others are renumbered
+in order; the decoder's config keeps the list (`output_token_ids`), so a saved model maps its targets by itself.
+A label text with a token outside the list (a file from another dataset) reads it as [UNK], with a warning
+(`Evaluator.target_ids`). A model that writes free text (RORA's infiller) keeps the full vocabulary.
 """
 
 from __future__ import annotations
@@ -49,6 +60,10 @@ DEFAULT_CACHE_ROOT = ".larev/encoder-cache"
 CACHE_ENV = "LAREV_ENCODER_CACHE"
 #: entries kept in memory before they are written to a new shard file
 FLUSH_EVERY = 8192
+#: the decoder config's list of the checkpoint ids its decoder predicts (the output vocabulary, in order)
+OUTPUT_IDS_ATTR = "output_token_ids"
+#: the tokenizer step's artifact for minilm-frozen: the output vocabulary as a JSON list of checkpoint ids
+OUTPUT_VOCABULARY_FILE = "output_vocabulary.json"
 
 
 class FrozenBertConfig(BertConfig):
@@ -286,15 +301,50 @@ def freeze_decoder_embeddings(model):
     return model
 
 
+def output_vocabulary(tokenizer, label_texts) -> list[int]:
+    """The checkpoint ids the decoder predicts (module docstring): every id up to the last special token, and every
+    token of `label_texts`; sorted."""
+    ids = set(range(max(tokenizer.all_special_ids) + 1))
+    texts = list(label_texts)
+    if texts:
+        for row in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+            ids.update(row)
+    return sorted(ids)
+
+
+def output_token_ids(model) -> list[int] | None:
+    """The output vocabulary of a model's decoder (checkpoint ids, in decoder order); None: the full vocabulary."""
+    return getattr(getattr(model.config, "decoder", None), OUTPUT_IDS_ATTR, None)
+
+
+def restrict_output(decoder, token_ids: list[int]):
+    """The decoder over `token_ids` only: a BertLMHeadModel of len(token_ids) tokens whose rows of every
+    vocabulary-sized weight (word embeddings, tied output layer, output bias) are the checkpoint's rows of those
+    tokens, in order; everything else unchanged."""
+    from transformers import BertLMHeadModel
+
+    full = decoder.config.vocab_size
+    if token_ids != sorted(set(token_ids)) or not token_ids or token_ids[-1] >= full or token_ids[0] < 0:
+        raise ValueError(f"an output vocabulary is a sorted list of distinct ids within 0..{full - 1}")
+    config = decoder.config.__class__(**{**decoder.config.to_dict(), "vocab_size": len(token_ids),
+                                         OUTPUT_IDS_ATTR: list(token_ids)})
+    rows = torch.tensor(token_ids)
+    state = {k: (v[rows] if v.dim() and v.shape[0] == full else v) for k, v in decoder.state_dict().items()}
+    small = BertLMHeadModel(config)
+    small.load_state_dict(state)
+    return small
+
+
 def frozen_identity(weights_sha256: str, frozen_layers: int) -> str:
     """What the frozen part's output depends on besides the vocabulary: the checkpoint and the frozen depth."""
     return f"minilm-{weights_sha256[:16]}-frozen{frozen_layers}"
 
 
 def build_frozen_encoder_decoder(directory: Path, *, frozen_layers: int, decoder_layers: int, weights_sha256: str,
-                                 seed: int):
+                                 seed: int, output_ids: list[int] | None = None):
     """The EncoderDecoderModel of the module docstring from a BERT checkpoint directory. `seed` draws every new
-    weight (the decoder's cross-attention)."""
+    weight (the decoder's cross-attention); `output_ids`: the decoder's output vocabulary (`output_vocabulary`),
+    None: the full vocabulary."""
     from transformers import BertLMHeadModel, EncoderDecoderModel
     from transformers.utils import logging as hf_logging
 
@@ -317,6 +367,8 @@ def build_frozen_encoder_decoder(directory: Path, *, frozen_layers: int, decoder
             decoder_config = BertConfig.from_pretrained(str(directory), is_decoder=True, add_cross_attention=True,
                                                         num_hidden_layers=decoder_layers)
             decoder = BertLMHeadModel.from_pretrained(str(directory), config=decoder_config, use_safetensors=True)
+            if output_ids is not None:
+                decoder = restrict_output(decoder, output_ids)
             return freeze_decoder_embeddings(EncoderDecoderModel(encoder=encoder, decoder=decoder))
     finally:
         hf_logging.set_verbosity(verbosity)

@@ -118,6 +118,12 @@ def _tokenize_present(tok, texts: list[str | None], max_len: int, eos: int) -> l
     return [None if t is None else next(ids) for t in texts]
 
 
+def _candidate_ids(phi_la: Evaluator, train: list[LAInstance]) -> dict[str, list[int]]:
+    """The target ids of every candidate label (tokenized together: one warning for the lot, see target_ids)."""
+    texts = sorted({c for x in train for c in x.candidates})
+    return dict(zip(texts, phi_la.target_ids(texts))) if texts else {}
+
+
 def _encode(phi_la: Evaluator, train: list[LAInstance], n_env: int, with_probe: bool) -> _Encoded:
     tok, eos = phi_la.tokenizer, phi_la.eos_id
     max_in = phi_la.config.max_input_tokens
@@ -125,7 +131,7 @@ def _encode(phi_la: Evaluator, train: list[LAInstance], n_env: int, with_probe: 
         env_ids=[_tokenize_present(tok, [x.inputs[e] for x in train], max_in, eos) for e in range(n_env)],
         probe_ids=tokenize(tok, [x.probe_input for x in train], max_in, eos)[0] if with_probe else [],
         label_ids=phi_la.target_ids([x.label for x in train]),
-        candidate_ids={c: phi_la.target_ids([c])[0] for x in train for c in x.candidates},
+        candidate_ids=_candidate_ids(phi_la, train),
         empty_ids=_tokenize_present(tok, [x.empty_input for x in train], max_in, eos),
         borrowed_ids=_tokenize_present(tok, [x.borrowed_input for x in train], max_in, eos))
 
