@@ -255,3 +255,40 @@ def test_the_runs_tokenizer_step_builds_the_output_vocabulary_from_every_split(c
     words = ["dog", "cat", "man", "guitar", "music", "woman"]
     assert vocabulary == [0, 1, 2, 3, 4, *sorted(ev.tokenizer.convert_tokens_to_ids(words))]
     assert len({tuple(r) for r in ev.target_ids(words)}) == 6  # no choice read as [UNK]
+
+
+def test_label_texts_from_elsewhere_join_the_output_vocabulary_with_the_checkpoints_rows(cache_dir, caplog):
+    """Scoring labels the run never had ('guitar'): the decoder gains their rows, the checkpoint's (what the
+    full-vocabulary decoder has), and keeps the positions and logits of the tokens it had; the label is scored on
+    its own token, not [UNK]."""
+    from larev.models.evaluator import score_labels
+
+    full = new_evaluator(frozen_config(), seed=0)
+    vocabulary = nli_vocabulary(full)
+    small = new_evaluator(frozen_config(), seed=0, output_vocabulary=vocabulary)
+    x, mask = batch(small, TEXTS)
+    y, _ = pad_batch(small.target_ids(NLI), small.pad_id)
+    small.model.eval()
+    with torch.no_grad():
+        before = small.model(input_ids=x, attention_mask=mask, labels=y).logits
+    labels = ["guitar", "neutral", "music"]
+    with caplog.at_level("WARNING"):
+        scores = score_labels(small, TEXTS, labels, [["guitar", "neutral"], ["neutral", "music"], ["music", "dog"]])
+    assert "3 of 4 label texts have tokens the decoder was not trained to predict" in caplog.text
+    assert "outside the decoder's output vocabulary" not in caplog.text  # nothing read as [UNK]
+    added = [full.tokenizer.convert_tokens_to_ids(w) for w in ("dog", "guitar", "music")]
+    assert frozen.output_token_ids(small.model) == [*vocabulary, *added]
+    full_rows = full.model.decoder.get_output_embeddings().weight[added]
+    torch.testing.assert_close(small.model.decoder.get_output_embeddings().weight[-3:], full_rows)
+    assert not small.model.decoder.get_input_embeddings().weight.requires_grad
+    with torch.no_grad():
+        after = small.model(input_ids=x, attention_mask=mask, labels=y).logits
+    torch.testing.assert_close(after[..., :len(vocabulary)], before)
+    assert small.target_ids(["guitar"]) == [[len(vocabulary) + 1, 3]]
+    assert bool(numpy_isfinite(scores.logp).all())
+
+
+def numpy_isfinite(values):
+    import numpy as np
+
+    return np.isfinite(values)

@@ -86,6 +86,10 @@ class Evaluator:
                         len(vocabulary), outside[0])
         return [[position.get(i, unk) for i in row] for row in ids]
 
+    def forget_output_positions(self) -> None:
+        """After the decoder's output vocabulary changed (larev.models.frozen.cover_label_texts)."""
+        self._output_position = None
+
     def to(self, device: torch.device) -> "Evaluator":
         self.model.to(device)
         self.device = device
@@ -377,6 +381,9 @@ def score_labels(evaluator: Evaluator, inputs: list[str], labels: list[str], can
     model, tok = evaluator.model, evaluator.tokenizer
     model.eval()
     distinct = sorted({c for cands in candidates for c in cands})
+    from larev.models.frozen import cover_label_texts
+
+    cover_label_texts(evaluator, distinct)  # minilm-frozen: label texts from elsewhere join its output vocabulary
     label_cache = dict(zip(distinct, evaluator.target_ids(distinct))) if distinct else {}
 
     enc, n_cut = tokenize(tok, inputs, evaluator.config.max_input_tokens, evaluator.eos_id)

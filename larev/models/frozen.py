@@ -33,8 +33,11 @@ embedded model's work per target token and half of a training step; over CoS-E's
 specials) it is 1.8x, over e-SNLI's three labels nothing. The ids up to the last special token keep their ids
 ([PAD], [UNK], [CLS], [SEP], [MASK]: padding, start and end mean the same on both sides), the others are renumbered
 in order; the decoder's config keeps the list (`output_token_ids`), so a saved model maps its targets by itself.
-A label text with a token outside the list (a file from another dataset) reads it as [UNK], with a warning
-(`Evaluator.target_ids`). A model that writes free text (RORA's infiller) keeps the full vocabulary.
+Scoring a file whose label texts have tokens outside the list (the human-judgement files' CommonsenseQA answers,
+another dataset) first adds them to the decoder (`cover_label_texts`): their rows are the checkpoint's embeddings,
+exactly what the full vocabulary would have had (the decoder's rows are frozen), their output bias the trained
+tokens' mean; the softmax then runs over the larger list, so their scores extrapolate (a warning says how many).
+A model that writes free text (RORA's infiller) keeps the full vocabulary.
 """
 
 from __future__ import annotations
@@ -303,7 +306,7 @@ def freeze_decoder_embeddings(model):
 
 def output_vocabulary(tokenizer, label_texts) -> list[int]:
     """The checkpoint ids the decoder predicts (module docstring): every id up to the last special token, and every
-    token of `label_texts`; sorted."""
+    token of `label_texts`; sorted (a model extended later appends to its list: `extend_output`)."""
     ids = set(range(max(tokenizer.all_special_ids) + 1))
     texts = list(label_texts)
     if texts:
@@ -317,22 +320,70 @@ def output_token_ids(model) -> list[int] | None:
     return getattr(getattr(model.config, "decoder", None), OUTPUT_IDS_ATTR, None)
 
 
+def _rebuilt_decoder(decoder, token_ids: list[int], state: dict):
+    """A BertLMHeadModel like `decoder` over `token_ids` (its output vocabulary), with the weights `state`."""
+    from transformers import BertLMHeadModel
+
+    config = decoder.config.__class__(**{**decoder.config.to_dict(), "vocab_size": len(token_ids),
+                                         OUTPUT_IDS_ATTR: list(token_ids)})
+    rebuilt = BertLMHeadModel(config)
+    rebuilt.load_state_dict(state)
+    rebuilt.get_input_embeddings().weight.requires_grad_(decoder.get_input_embeddings().weight.requires_grad)
+    return rebuilt.train(decoder.training)
+
+
 def restrict_output(decoder, token_ids: list[int]):
     """The decoder over `token_ids` only: a BertLMHeadModel of len(token_ids) tokens whose rows of every
     vocabulary-sized weight (word embeddings, tied output layer, output bias) are the checkpoint's rows of those
     tokens, in order; everything else unchanged."""
-    from transformers import BertLMHeadModel
-
     full = decoder.config.vocab_size
-    if token_ids != sorted(set(token_ids)) or not token_ids or token_ids[-1] >= full or token_ids[0] < 0:
-        raise ValueError(f"an output vocabulary is a sorted list of distinct ids within 0..{full - 1}")
-    config = decoder.config.__class__(**{**decoder.config.to_dict(), "vocab_size": len(token_ids),
-                                         OUTPUT_IDS_ATTR: list(token_ids)})
+    if len(set(token_ids)) != len(token_ids) or not token_ids or max(token_ids) >= full or min(token_ids) < 0:
+        raise ValueError(f"an output vocabulary is a list of distinct ids within 0..{full - 1}")
     rows = torch.tensor(token_ids)
     state = {k: (v[rows] if v.dim() and v.shape[0] == full else v) for k, v in decoder.state_dict().items()}
-    small = BertLMHeadModel(config)
-    small.load_state_dict(state)
-    return small
+    return _rebuilt_decoder(decoder, token_ids, state)
+
+
+def extend_output(model, new_ids: list[int]) -> None:
+    """Add checkpoint tokens to a (trained) EncoderDecoderModel's output vocabulary, after the ones it has (their
+    positions stay): their embedding and output rows are the checkpoint's (the encoder's frozen copy, which the
+    decoder's rows were taken from and never left), their output bias the mean of the trained biases of the
+    tokens past the specials."""
+    decoder, ids = model.decoder, output_token_ids(model)
+    new_ids = [i for i in dict.fromkeys(new_ids) if i not in set(ids)]
+    if not new_ids:
+        return
+    checkpoint_rows = model.get_encoder().get_input_embeddings().weight.detach()[torch.tensor(new_ids)]
+    first_regular = next((p for p, t in enumerate(ids) if t != p), len(ids))  # the specials keep their ids
+    state = {}
+    for key, value in decoder.state_dict().items():
+        if value.dim() == 2 and value.shape[0] == len(ids):
+            value = torch.cat([value, checkpoint_rows.to(value.dtype)])
+        elif value.dim() == 1 and value.shape[0] == len(ids):
+            trained = value[first_regular:] if first_regular < len(ids) else value
+            value = torch.cat([value, trained.mean().expand(len(new_ids)).to(value.dtype)])
+        state[key] = value
+    model.decoder = _rebuilt_decoder(decoder, [*ids, *new_ids], state).to(checkpoint_rows.device)
+    model.config.decoder = model.decoder.config
+
+
+def cover_label_texts(evaluator, texts: list[str]) -> None:
+    """Before scoring: a decoder with an output vocabulary of its own gets every token of `texts` it lacks
+    (`extend_output`, module docstring), with a warning; nothing for other evaluators."""
+    ids = output_token_ids(evaluator.model)
+    if ids is None or not texts:
+        return
+    known = set(ids)
+    rows = evaluator.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    outside = [t for t, row in zip(texts, rows) if any(i not in known for i in row)]
+    if not outside:
+        return
+    new_ids = sorted({i for row in rows for i in row} - known)
+    extend_output(evaluator.model, new_ids)
+    evaluator.forget_output_positions()
+    log.warning("%d of %d label texts have tokens the decoder was not trained to predict (%d tokens, e.g. in %r): "
+                "added to its output layer with the checkpoint's embeddings; their scores extrapolate",
+                len(outside), len(texts), len(new_ids), outside[0])
 
 
 def frozen_identity(weights_sha256: str, frozen_layers: int) -> str:
