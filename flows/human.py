@@ -14,8 +14,8 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from larev.config import Device
-from larev.data.sources import file_digest
-from larev.errors import ConfigError
+from larev.digests import file_digest
+from larev.human.annotations import check_annotations
 from flows.score import finished_run, score_all
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
@@ -36,23 +36,6 @@ class HumanParams(BaseModel):
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
     refresh: bool = Field(False, description="recompute every step even where a cached result exists")
-
-
-def check_annotations(run: str, annotations: list[str], run_task: str) -> list:
-    """Read every annotation file before any step (a bad file fails in seconds, naming what is wrong); each must
-    be of the run's task, and the files of distinct kinds."""
-    from larev.human.annotations import read_annotations
-
-    read = [read_annotations(path) for path in annotations]
-    for path, ann in zip(annotations, read, strict=True):
-        if ann.task != run_task:
-            raise ConfigError(f"{path}: {ann.task.upper()} annotations, but the run {run} was trained on "
-                              f"{run_task.upper()}; score it with a {ann.task.upper()} run")
-    kinds = [a.kind for a in read]
-    if len(set(kinds)) != len(kinds):
-        raise ConfigError(f"two annotation files of one kind ({kinds}); give one fine-grained and/or one "
-                          "acceptability file per call, and other files to another --out")
-    return read
 
 
 @flow(name="human-agreement", flow_run_name="human-{params.run}", log_prints=True)

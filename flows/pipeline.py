@@ -15,7 +15,8 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
-from larev.data.sources import DataConfig, file_digest
+from larev.data.sources import DataConfig
+from larev.digests import file_digest
 from larev.methods.leakage_aware.config import LarevConfig
 from larev.metrics.scores import VARIANTS
 from larev.methods.rora.config import RoraConfig

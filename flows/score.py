@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from larev.stress.addtext.config import AddTextConfig
 from larev.config import BaselineConfig, Device, ScoreConfig
-from larev.data.sources import file_digest
+from larev.digests import file_digest
 from larev.errors import ConfigError
 from larev.stress.ftc.config import FtcConfig
 from flows.metrics import METRICS

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from flows.score import finished_run, read_run, stress_steps
 from larev.stress.addtext.config import AddTextConfig
 from larev.config import Device, ScoreConfig
-from larev.data.sources import file_digest
+from larev.digests import file_digest
 from larev.errors import ConfigError
 from larev.stress.ftc.config import FtcConfig
 from storage import ArtifactStore

@@ -47,6 +47,7 @@ from typing import IO, Any, BinaryIO, TypeVar
 import fsspec
 import polars as pl
 
+from larev.digests import sha256_file
 from larev.errors import ArtifactError, ConfigError
 from storage.s3 import s3_filesystem_options
 
@@ -116,15 +117,6 @@ def _write_local_atomically(path: str, write: Callable[[BinaryIO], T]) -> T:
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of `data`."""
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a local file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _canonical_default(obj: Any) -> Any:

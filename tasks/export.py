@@ -18,10 +18,9 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from larev.errors import ConfigError
+from larev.run_files import RUN_FILE, TEST_SPLIT_COLUMNS, TEST_SPLIT_FILE
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-
-RUN_FILE = "run.json"
 
 
 def recorded_root(store: ArtifactStore, run_dir: str | Path, project: str | Path | None = None) -> str:
@@ -58,10 +57,6 @@ def read_run(run_dir: str | Path) -> dict:
     run["artifact_root"] = store.root
     run["artifacts"] = {k: {**v, "uri": store.uri(v["key"])} for k, v in run["artifacts"].items()}
     return run
-
-
-TEST_SPLIT_FILE = "test_split.jsonl"
-TEST_SPLIT_COLUMNS = ("id", "task", "premise", "hypothesis", "question", "choices", "label", "rationale")
 
 
 def _scores_with_texts(store: ArtifactStore, scores_path: Path, rationales: ArtifactRef, dest: Path) -> None:

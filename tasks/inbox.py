@@ -6,7 +6,6 @@ cached: each scan must see the inbox as it is now.
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
+from larev.digests import sha256_file, sha256_stream
 from larev.service.inbox import InboxFile, empty_ledger, inbox_id, matches
 from storage import ArtifactStore
 from storage.s3 import s3_filesystem_options
@@ -33,11 +33,8 @@ def inbox_fs(inbox: str) -> tuple[fsspec.AbstractFileSystem, str]:
 
 
 def _sha256(fs: fsspec.AbstractFileSystem, path: str) -> str:
-    h = hashlib.sha256()
     with fs.open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return sha256_stream(f)
 
 
 @task(name="scan-inbox", cache_policy=NONE, persist_result=False)
@@ -75,7 +72,7 @@ def fetch(inbox: str, file: InboxFile, local_dir: str) -> str:
     fs, base = inbox_fs(inbox)
     target = Path(local_dir) / file.name
     fs.get_file(posixpath.join(base, file.name), str(target))
-    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    digest = sha256_file(target)
     if digest != file.sha256:
         raise RuntimeError(f"{file.name} changed while it was being read (sha256 {digest[:12]} != "
                            f"{file.sha256[:12]}); it will be picked up by the next scan")

@@ -9,10 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from larev.errors import InputError
+from larev.errors import ConfigError, InputError
 from larev.human.agreement import (average_ranks, kendall_tau_b, pairwise_accuracy, pairwise_credits, spearman,
                                    spearman_interval)
-from larev.human.annotations import read_annotations
+from larev.human.annotations import check_annotations, read_annotations
 from larev.human.report import acceptability_agreement, fine_grained_agreement, human_markdown
 
 
@@ -112,6 +112,15 @@ def test_annotation_errors_name_the_file_row_and_column(tmp_path):
     with pytest.raises(InputError, match=r"fine.parquet: row 0, column 'rationale': item \('q1', 'cose'\) has "
                                          "different explanation texts"):
         read_annotations(_fine_file(tmp_path, rows))
+
+
+def test_check_annotations_wants_the_runs_task_and_one_file_per_kind(tmp_path):
+    fine = str(_fine_file(tmp_path))
+    assert [a.kind for a in check_annotations("run-a", [fine], "qa")] == ["fine_grained"]
+    with pytest.raises(ConfigError, match="fine.parquet: QA annotations, but the run run-a was trained on NLI"):
+        check_annotations("run-a", [fine], "nli")
+    with pytest.raises(ConfigError, match="two annotation files of one kind"):
+        check_annotations("run-a", [fine, fine], "qa")
 
 
 # ------------------------------------------------------------------------------------------------ tables

@@ -187,9 +187,10 @@ def bench_quality(args) -> int:
         run_dir = Path(args.from_run)
         previous = out / "results.json"
         seconds = json.loads(previous.read_text()).get("seconds") if previous.exists() else None
+        leakage = run_leakage(run_dir)
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
-                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
-        _report_rows(args, run_dir, out, title=run_dir.name, seconds=seconds)
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir), leakage=leakage)
+        _report_rows(args, run_dir, out, title=run_dir.name, seconds=seconds, leakage=leakage)
         print_results(str(run_dir))
     elif args.seeds > 1 or args.first_seed:
         n_seeds = len(_bench_seeds(args, out)["seeds"])
@@ -201,9 +202,10 @@ def bench_quality(args) -> int:
         result = larev_pipeline(args.params)
         seconds = time.perf_counter() - started
         run_dir = Path(result["run_dir"])
+        leakage = run_leakage(run_dir)
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {args.params.run_name}", seconds=seconds,
-                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir))
-        _report_rows(args, run_dir, out, title=args.params.run_name, seconds=seconds)
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir), leakage=leakage)
+        _report_rows(args, run_dir, out, title=args.params.run_name, seconds=seconds, leakage=leakage)
         print_results(str(run_dir), result["steps"], seconds)
         if args.human:
             _run_human(args, str(run_dir), args.human, out)
@@ -274,24 +276,41 @@ def _bench_seeds(args, out: Path) -> dict:
         seconds = time.perf_counter() - started
         run_dir = Path(result["run_dir"])
         seed_out = out / f"seed-{seed}"
+        leakage = run_leakage(run_dir)
         write_quality_outputs(run_dir, seed_out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
-                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir) if seed == 0 else None)
-        _report_rows(args, run_dir, out, title=params.run_name, seconds=seconds, seed=seed)
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir) if seed == 0 else None,
+                              leakage=leakage)
+        _report_rows(args, run_dir, out, title=params.run_name, seconds=seconds, seed=seed, leakage=leakage)
         print_results(str(run_dir), result["steps"], seconds)
     for name, _ in args.report_rows or []:
         write_seed_summary(out / name, title=f"larev bench quality: {args.params.run_name}, {name} rows")
     return write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}")
 
 
-def _report_rows(args, run_dir: Path, out: Path, *, title: str, seconds: float | None, seed: int | None = None):
-    """`--report-rows NAME=START:STOP`: the results of those test rows alone in OUT/NAME (OUT/NAME/seed-<i>)."""
+def _report_rows(args, run_dir: Path, out: Path, *, title: str, seconds: float | None, seed: int | None = None,
+                 leakage: dict | None = None):
+    """`--report-rows NAME=START:STOP`: the results of those test rows alone in OUT/NAME (OUT/NAME/seed-<i>);
+    `leakage`: the run's leakage entry (`run_leakage`), the same for every row range."""
     from larev.bench.quality import write_quality_outputs
 
     for name, rows in args.report_rows or []:
         dest = out / name if seed is None else out / name / f"seed-{seed}"
         write_quality_outputs(run_dir, dest, title=f"larev bench quality: {title}, {name} rows "
                               f"({rows.start or ''}:{rows.stop or ''} of the test split)", seconds=seconds,
-                              n_boot=args.bootstrap, rows=rows)
+                              n_boot=args.bootstrap, rows=rows, leakage=leakage)
+
+
+def run_leakage(run_dir: Path) -> dict:
+    """results.json's "leakage" entry of a finished run directory (`leakage_results`), its diagnostic tables read
+    from the run's artifact store; {} without a run.json."""
+    from larev.bench.quality import leakage_results
+    from storage import ArtifactStore
+    from tasks.export import RUN_FILE, read_run
+
+    if not (run_dir / RUN_FILE).exists():
+        return {}
+    run = read_run(run_dir)
+    return leakage_results(run["artifacts"], ArtifactStore(run["artifact_root"]))
 
 
 # Runs a command and reports its peak RSS. A child's ru_maxrss also counts the image it was forked from (Linux

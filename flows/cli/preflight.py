@@ -18,7 +18,7 @@ def check_inputs(args: argparse.Namespace) -> None:
     if key in ("run", "bench quality") and not getattr(args, "from_run", None):
         task = pipeline_inputs(args.params, with_task=bool(getattr(args, "human", None)))
         if getattr(args, "human", None):
-            from flows.human import check_annotations
+            from larev.human.annotations import check_annotations
 
             check_annotations(f"this {task.upper()} run", args.human, task)
     elif key == "score":
@@ -85,7 +85,7 @@ def score_inputs(params) -> None:
 
 def human_inputs(run_dir: str, annotations: list[str]) -> None:
     """`larev bench human`: the run directory and every annotation file (of the run's task, distinct kinds)."""
-    from flows.human import check_annotations
+    from larev.human.annotations import check_annotations
 
     store, examples = _run_examples(run_dir)
     check_annotations(run_dir, annotations, store.read_parquet(examples.key)["task"][0])

@@ -39,6 +39,7 @@ from larev.metrics.bootstrap import bootstrap_intervals
 from larev.metrics.scores import CONTROL_PREFIX, VARIANTS, separations, summarise, unread_variants
 from larev.reports import (json_number, markdown_table, reading_sentence, separation_plot, separation_table,
                            with_interval)
+from larev.run_files import TEST_SPLIT_FILE
 
 
 # results.md's separation columns
@@ -261,8 +262,6 @@ def rows_of_test_split(run_dir: Path, rows: slice) -> list[str]:
     """The ids of the test rows at positions `rows` of a finished run's test split (its test_split.jsonl, in the
     order the test file gave them): e.g. slice(0, 2000) of a run tested on e-SNLI dev rows 6000: is file rows
     6000:8000."""
-    from tasks.export import TEST_SPLIT_FILE
-
     path = run_dir / TEST_SPLIT_FILE
     if not path.exists():
         raise ConfigError(f"{path} not found: --report-rows needs a pipeline run's test split")
@@ -273,11 +272,14 @@ def rows_of_test_split(run_dir: Path, rows: slice) -> list[str]:
 
 
 def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: float | None, n_boot: int,
-                          stress_dir: Path | None = None, rows: slice | None = None) -> None:
+                          stress_dir: Path | None = None, rows: slice | None = None,
+                          leakage: dict | None = None) -> None:
     """results.json / results.md / results.csv (bootstrap intervals) and separations.png in `out` from a finished
     run directory, with the FTC and AddText results of `stress_dir` (a `stress-test` flow's output) when given.
     rows: only the test rows at these positions of the run's test split (`rows_of_test_split`; e.g. a tuning
-    split and a test split scored by one training), their summary recomputed from the scores."""
+    split and a test split scored by one training), their summary recomputed from the scores.
+    leakage: results.json's "leakage" entry, `leakage_results` of the run's artifacts, read by the caller from the
+    run's artifact store (None or empty: no such entry)."""
     scores = pl.read_parquet(run_dir / "scores.parquet")
     if rows is None:
         summary = pl.read_parquet(run_dir / "summary.parquet")
@@ -287,7 +289,6 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     n_test = scores.filter(pl.col("source") == "gold")["id"].n_unique()
     intervals = bootstrap_intervals(scores, n_boot=n_boot, seed=0) if n_boot > 0 else None
     results = quality_results(summary, n_test=n_test, seconds=seconds, intervals=intervals)
-    leakage = leakage_results(run_dir) if (run_dir / "run.json").exists() else {}
     if leakage:
         results["leakage"] = leakage
     natural = natural_leakage_results(scores, n_boot=n_boot)
@@ -379,8 +380,9 @@ def natural_leakage_markdown(natural: dict) -> list[str]:
 # ----------------------------------------------------------------------------------------------- leakage and seeds
 
 
-def leakage_results(run_dir: Path) -> dict:
-    """results.json's "leakage" entry from a finished run's diagnostic tables (empty parts left out).
+def leakage_results(artifacts: dict, store) -> dict:
+    """results.json's "leakage" entry from a finished run's diagnostic tables (empty parts left out): `artifacts`
+    is its run.json's (name -> {"key": ...}), `store` its artifact store (`read_parquet(key)`, `get_dir(key)`).
 
     larev: E3 coverage (share of rows with a leakage span that have an E3), span recall against the known label
     phrases, the probe's residual accuracy on the masked b before/after, the probe on x (reference) and chance,
@@ -389,12 +391,7 @@ def leakage_results(run_dir: Path) -> dict:
     probe on (x, masked r) minus the same probe on x (RORA's residual rule; null with rule='threshold').
     """
     from larev.methods.leakage_aware.environments import ANTONYM, coverage
-    from tasks.export import read_run
-    from storage import ArtifactStore
 
-    run = read_run(run_dir)
-    store = ArtifactStore(run["artifact_root"])
-    artifacts = run["artifacts"]
     out: dict = {}
     if "leakage_spans" in artifacts:
         row = store.read_parquet(artifacts["leakage_spans"]["key"]).row(0, named=True)

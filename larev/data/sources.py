@@ -6,9 +6,7 @@ Row slices (`train_rows="0:8000"`) let one file serve as both train and test sou
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from pathlib import Path
 from typing import Literal
 
 import polars as pl
@@ -61,18 +59,6 @@ def parse_slice(text: str) -> slice:
     except ValueError:
         raise ConfigError(f"row slice {text!r} is not of the form 'start:stop' (e.g. ':8000' or '8000:')") from None
     return slice(start, stop)
-
-
-def file_digest(path: str | Path) -> str:
-    """sha256 of a file's bytes: part of the cache key of the step that reads it."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    return h.hexdigest()
 
 
 def carve_validation(train: pl.DataFrame, fraction: float, seed: int) -> pl.DataFrame:

@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from larev.data.files import conform_examples, read_table
-from larev.errors import InputError
+from larev.errors import ConfigError, InputError
 from larev.schema import RATIONALE_SCHEMA
 
 KINDS = ("fine_grained", "acceptability")
@@ -113,3 +113,18 @@ def read_annotations(path: str | Path) -> Annotations:
     return Annotations(name=Path(path).stem, kind=kind, task=task, examples=examples, rationales=rationales,
                        judgements=judgements.rename({"__source": "source"}), notes=notes,
                        skipped=skipped.with_columns(pl.col("row").cast(pl.Int64)))
+
+
+def check_annotations(run: str, annotations: list[str], run_task: str) -> list[Annotations]:
+    """Read every annotation file before any step (a bad file fails in seconds, naming what is wrong); each must
+    be of the run's task (`run` names the run in the message), and the files of distinct kinds."""
+    read = [read_annotations(path) for path in annotations]
+    for path, ann in zip(annotations, read, strict=True):
+        if ann.task != run_task:
+            raise ConfigError(f"{path}: {ann.task.upper()} annotations, but the run {run} was trained on "
+                              f"{run_task.upper()}; score it with a {ann.task.upper()} run")
+    kinds = [a.kind for a in read]
+    if len(set(kinds)) != len(kinds):
+        raise ConfigError(f"two annotation files of one kind ({kinds}); give one fine-grained and/or one "
+                          "acceptability file per call, and other files to another --out")
+    return read

@@ -105,7 +105,7 @@ def file_digest(path: str | Path) -> str:
 
 @cache
 def _digest(path: str, size: int, mtime_ns: int) -> str:
-    from larev.data.sources import file_digest as sha256_of_file
+    from larev.digests import file_digest as sha256_of_file
 
     return sha256_of_file(path)
 

@@ -1,0 +1,245 @@
+"""The project's imports are layered and acyclic, read from the source (`ast`, nothing imported).
+
+Layers, bottom to top: `larev` (the pure core), then `storage` and `tasks`, then `flows`. The rule enforced:
+- a module in larev/ imports no module of tasks/, storage/ or flows/;
+- a module in storage/ imports only larev/ (and storage/): no tasks/, no flows/ (what it does today; the tasks
+  read and write artifacts through it);
+- a module in tasks/ imports no module of flows/.
+Every import counts: at module level, inside functions, under `if TYPE_CHECKING:`; `import a.b`, `from a import b`
+(a.b when a/b is a module, else a) and relative imports resolved. A package's `__init__.py` is the module `pkg`.
+Imports built from strings at run time (`importlib.import_module(name)`) are not seen.
+
+The modules must also form no import cycle: no strongly connected component of more than one module, no module
+importing itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: The project's packages, bottom layer first.
+PACKAGES: tuple[str, ...] = ("larev", "storage", "tasks", "flows")
+
+#: package -> the other project packages its modules may import.
+ALLOWED: dict[str, frozenset[str]] = {
+    "larev": frozenset(),
+    "storage": frozenset({"larev"}),
+    "tasks": frozenset({"larev", "storage"}),
+    "flows": frozenset({"larev", "storage", "tasks"}),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One project import: module `source` imports module `target` at `path`:`line` (`statement` as written)."""
+
+    source: str
+    target: str
+    path: str
+    line: int
+    statement: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.statement}  ({self.source} -> {self.target})"
+
+
+def module_name(relative: Path) -> str:
+    """Dotted name of the module at `relative` (a path under the root): `a/b/__init__.py` is `a.b`."""
+    parts = list(relative.with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _from_base(node: ast.ImportFrom, package: str) -> str | None:
+    """The absolute module a `from ... import` names (a relative one resolved against `package`)."""
+    if not node.level:
+        return node.module
+    parts = package.split(".") if package else []
+    if node.level - 1 > len(parts):
+        return None
+    return ".".join([*parts[:len(parts) - (node.level - 1)], *([node.module] if node.module else [])])
+
+
+def project_imports(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, list[Import]]:
+    """Every module of `packages` (directories under `root`) -> the project imports in its source, by line."""
+    files = {module_name(path.relative_to(root)): path
+             for package in packages if (root / package).is_dir()
+             for path in sorted((root / package).rglob("*.py")) if "__pycache__" not in path.parts}
+
+    def existing(dotted: str) -> str | None:
+        """The longest prefix of `dotted` that is a project module (`import a.b.c` names module a.b.c)."""
+        parts = dotted.split(".")
+        for end in range(len(parts), 0, -1):
+            if (name := ".".join(parts[:end])) in files:
+                return name
+        return None
+
+    def targets(node: ast.AST, package: str) -> list[str]:
+        """The project modules an import statement imports (none for any other node)."""
+        if isinstance(node, ast.Import):
+            found = [existing(alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and (base := _from_base(node, package)):
+            found = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else existing(base)
+                     for alias in node.names]
+        else:
+            return []
+        return list(dict.fromkeys(t for t in found if t is not None))
+
+    graph: dict[str, list[Import]] = {}
+    for name, path in files.items():
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: list[Import] = []
+        for node in ast.walk(ast.parse(source, filename=str(path))):
+            for target in targets(node, package):
+                statement = " ".join(" ".join(lines[node.lineno - 1:node.end_lineno]).split())
+                found.append(Import(name, target, path.relative_to(root).as_posix(), node.lineno, statement))
+        graph[name] = sorted(found, key=lambda i: (i.line, i.target))
+    return graph
+
+
+def layer_violations(graph: dict[str, list[Import]],
+                     allowed: dict[str, frozenset[str]] = ALLOWED) -> list[Import]:
+    """The imports that reach a package the importing module's package may not import (`allowed`)."""
+    bad = []
+    for imports in graph.values():
+        for imp in imports:
+            own, other = imp.source.partition(".")[0], imp.target.partition(".")[0]
+            if own != other and own in allowed and other not in allowed[own]:
+                bad.append(imp)
+    return bad
+
+
+def import_cycles(graph: dict[str, list[Import]]) -> list[list[Import]]:
+    """The import cycles: per strongly connected component of more than one module (or a module importing itself),
+    the imports between its modules. Tarjan's algorithm, iterative."""
+    edges = {name: sorted({imp.target for imp in imports if imp.target in graph}) for name, imports in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(edges[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in edges[node]:
+                    components.append(component)
+    return [[imp for name in sorted(c) for imp in graph[name] if imp.target in c]
+            for c in sorted(components, key=sorted)]
+
+
+def describe(cycles: list[list[Import]]) -> str:
+    return "\n\n".join(f"cycle among {sorted({i.source for i in cycle})}:\n" + "\n".join(f"  {i}" for i in cycle)
+                       for cycle in cycles)
+
+
+@pytest.fixture(scope="module")
+def repo_graph() -> dict[str, list[Import]]:
+    return project_imports(REPO)
+
+
+def test_the_checker_reads_the_whole_project(repo_graph):
+    assert {name.partition(".")[0] for name in repo_graph} == set(PACKAGES)
+    assert len(repo_graph) > 100
+    # a function-level import is seen (tasks/source_graph.py's larev_version imports larev inside the function)
+    assert "larev" in {imp.target for imp in repo_graph["tasks.source_graph"]}
+
+
+def test_no_import_goes_up_a_layer(repo_graph):
+    bad = layer_violations(repo_graph)
+    assert not bad, "imports against the layers (larev < storage, tasks < flows):\n" + "\n".join(map(str, bad))
+
+
+def test_no_import_cycle(repo_graph):
+    cycles = import_cycles(repo_graph)
+    assert not cycles, describe(cycles)
+
+
+def _plant(root: Path, files: dict[str, str]) -> None:
+    for relative, source in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source), encoding="utf-8")
+
+
+def test_the_checker_finds_a_planted_cycle_through_a_function_level_import(tmp_path):
+    _plant(tmp_path, {
+        "a/__init__.py": "",
+        "a/x.py": """\
+            def f():
+                import a.y
+                return a.y
+            """,
+        "a/y.py": "from a import x\n",
+        "a/z.py": "from .y import x\n",  # imports into the cycle, not part of it
+        "a/self_.py": "from . import self_\n",
+    })
+    graph = project_imports(tmp_path, ("a",))
+    cycles = import_cycles(graph)
+    assert [{imp.source for imp in cycle} for cycle in cycles] == [{"a.self_"}, {"a.x", "a.y"}]
+    found = {(imp.source, imp.target, imp.line, imp.statement) for imp in cycles[1]}
+    assert found == {("a.x", "a.y", 2, "import a.y"), ("a.y", "a.x", 1, "from a import x")}
+    assert "a/x.py:2: import a.y" in describe(cycles)
+
+
+def test_the_checker_finds_a_planted_upward_import(tmp_path):
+    _plant(tmp_path, {
+        "larev/__init__.py": "",
+        "larev/core.py": """\
+            import math
+
+
+            def f():
+                from tasks import step
+                return step
+            """,
+        "tasks/__init__.py": "",
+        "tasks/step.py": "from larev import core\nimport storage.store\n",
+        "storage/__init__.py": "",
+        "storage/store.py": "import larev\n\n\ndef g():\n    from tasks.step import x\n",
+        "flows/__init__.py": "",
+        "flows/run.py": "from tasks.step import x\nfrom larev.core import f\nfrom storage import store\n",
+    })
+    graph = project_imports(tmp_path)
+    assert [(imp.target, imp.line) for imp in graph["flows.run"]] == [
+        ("tasks.step", 1), ("larev.core", 2), ("storage.store", 3)]
+    assert [(imp.source, imp.target, imp.line) for imp in layer_violations(graph)] == [
+        ("larev.core", "tasks.step", 5), ("storage.store", "tasks.step", 5)]
+    assert [{imp.source for imp in cycle} for cycle in import_cycles(graph)] == [
+        {"larev.core", "storage.store", "tasks.step"}]
