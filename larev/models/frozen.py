@@ -23,16 +23,16 @@ padding, so one entry serves every batch the input lands in.
 
 Integrated Gradients integrates over the cached frozen output (`frozen_states`; larev/leakage/attribution.py), so
 no gradient crosses the frozen layers; a caller that passes `inputs_embeds` gets the full path with the graph. The
-probe's gradient (eq. 4.10) reaches phi_LA's trainable top only, which is what the probe reads. What a step still
-costs is mostly the decoder's output layer.
+probe's gradient (eq. 4.10) reaches phi_LA's trainable top only, which is what the probe reads.
 
 The output vocabulary. An evaluator only ever scores label texts (NLI's relation names, a QA row's answer choices),
 so its decoder predicts those texts' tokens only: `output_vocabulary` lists them (checkpoint ids), built by the run's
-tokenizer step from every label text of every split. Over the full 30,522 tokens the output layer was 11.5x the
-embedded model's work per target token and half of a training step; over CoS-E's answer tokens (4,735, plus the
-specials) it is 1.8x, over e-SNLI's three labels nothing. The ids up to the last special token keep their ids
-([PAD], [UNK], [CLS], [SEP], [MASK]: padding, start and end mean the same on both sides), the others are renumbered
-in order; the decoder's config keeps the list (`output_token_ids`), so a saved model maps its targets by itself.
+tokenizer step from every label text of every split. Over the full 30,522 tokens the output layer did 11.5x the
+embedded model's output layer's work per target token; over CoS-E's answer tokens (4,735, plus 104 specials) 1.8x,
+over e-SNLI's three labels almost nothing (`larev bench speed` measures the step with each). The ids up to the
+last special token keep their ids ([PAD], [UNK], [CLS], [SEP], [MASK]: padding, start and end mean the same on both
+sides), the others are renumbered in order; the decoder's config keeps the list (`output_token_ids`), so a saved
+model maps its targets by itself.
 Scoring a file whose label texts have tokens outside the list (the human-judgement files' CommonsenseQA answers,
 another dataset) first adds them to the decoder (`cover_label_texts`): their rows are the checkpoint's embeddings,
 exactly what the full vocabulary would have had (the decoder's rows are frozen), their output bias the trained
