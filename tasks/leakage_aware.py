@@ -115,7 +115,7 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     df, env_names = environment_frame(store, examples, environments_ref)
     task = df["task"][0]
     tr, val = split_train_validation(df)
-    train = epochs_for_min_steps(train, tr.height, min_steps, desc=name)
+    train = epochs_for_min_steps(la_config.la_train_for(train, model.backbone), tr.height, min_steps, desc=name)
     start = "fresh" if start_from is None else la_config.resolve_la_start(la_start, task)
     if start == "fresh":
         phi_la = new_run_evaluator(store, tokenizer, model, train.seed)

@@ -142,7 +142,8 @@ class LarevConfig(_Config):
                             "measured figures use none)")
     la_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
                                   description="phi_LA: batch_size counts instances, each with its environments "
-                                              "(the thesis: 2 epochs, one instance per step)")
+                                              "(the thesis: 2 epochs, one instance per step); learning rate unset: "
+                                              "the backbone's, 5e-4 on minilm-frozen (la_train_for)")
     definition: Literal["new_information", "thesis"] = Field(
         "thesis", description="what a LAREV score is. thesis: log phi_LA(y|r,b) - log phi_base(y|b) (thesis eq. "
                               "4.4) and the thesis's objective; its zero point reading, the score minus `empty`'s, "
@@ -183,6 +184,21 @@ class LarevConfig(_Config):
         """The score's zero point under `definition`: 'empty' (the reading evaluator's own reading of no
         rationale) or 'base' (phi_base on b, REV's)."""
         return "base" if self.definition == "thesis" else "empty"
+
+
+# phi_LA's learning rate on minilm-frozen when la_train sets none. phi_LA starts from phi (QA) with the label-set IRM
+# at weight 10 on top of ERM: at phi's own 2e-3 it lost what phi read (CoS-E rows :1600, validation carved from
+# them, 5 epochs: accuracy with the answer masked in r and b, E2, 0.36-0.40; with it in, E1, 0.41-0.43). At 5e-4:
+# E2 0.425-0.44, E1 0.51-0.55 (IRM weight 1 at 2e-3: E2 0.36-0.44, E1 0.46-0.54). docs/benchmarks.md, issue 35.
+FROZEN_LA_LEARNING_RATE = 5e-4
+
+
+def la_train_for(train: TrainConfig, backbone: str) -> TrainConfig:
+    """phi_LA's training config with its learning rate resolved for the backbone: the one set, else
+    FROZEN_LA_LEARNING_RATE on minilm-frozen, else (left unset) the backbone's default."""
+    if train.learning_rate is None and backbone == "minilm-frozen":
+        return train.model_copy(update={"learning_rate": FROZEN_LA_LEARNING_RATE})
+    return train
 
 
 def resolve_la_start(la_start: str, task: str) -> str:
