@@ -19,6 +19,31 @@ ENVS = ["E1", "E2", "E3"]
 CHOICES = ["old clock", "watch", "bell"]
 
 
+def test_environments_are_found_by_name_and_a_new_one_passes_through():
+    """A contributor's fourth environment (any name but the label edits' own), anywhere after E1: E2 and E3 are
+    still edited by name, the new one is left as it is."""
+    b = {"E1": "The thing that chimes is an old clock.", "E5": "Paraphrased: an old clock chimes.",
+         "E2": "The thing that chimes is an <mask>.", "E3": "The thing that chimes is an bell."}
+    r = "An old clock rings."
+    by_position = label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ENVS, "rationale")
+    shuffled = label_edited_environments(r, "old clock", CHOICES, b, "<mask>", ["E1", "E5", "E3", "E2"], "rationale")
+    assert shuffled == {**by_position, "E5": (r, b["E5"])}
+    assert shuffled["E2"] == ("An <mask> rings.", b["E2"]) and shuffled["E3"] == ("An bell rings.", b["E3"])
+
+
+def test_an_environment_named_like_the_label_edits_one_is_refused():
+    from larev.methods.leakage_aware.environments import ENVIRONMENT_NAMES, check_environment_names
+
+    check_environment_names()  # the table as shipped
+    with pytest.raises(ValueError, match=r"\['E4'\] taken twice"):
+        check_environment_names((*ENVIRONMENT_NAMES, "E4"))
+    with pytest.raises(ValueError, match="first environment must be the original"):
+        check_environment_names(("E2", "E1", "E3"))
+    b = {"E1": "It is an old clock.", "E4": "It is an old clock, again."}
+    with pytest.raises(ValueError, match="the environment the label edits add"):
+        label_edited_environments("r", "old clock", CHOICES, b, "<mask>", ["E1", "E4"])
+
+
 def test_label_edits_in_the_rationale_by_hand():
     b = {"E1": "The thing that chimes is an old clock.", "E2": "The thing that chimes is an <mask>.",
          "E3": "The thing that chimes is an bell."}

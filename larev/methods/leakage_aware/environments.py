@@ -36,8 +36,9 @@ from larev.errors import InputError
 from larev.leakage.text import replace_spans
 from larev.llm import TextGenerator
 
-__all__ = ["ABSENT", "ANTONYM", "ENVIRONMENTS", "ENVIRONMENT_NAMES", "ENVIRONMENT_SCHEMA", "MASKED", "ORIGINAL",
-           "build_environments", "coverage", "environment_names", "masked_baseline"]
+__all__ = ["ABSENT", "ANTONYM", "ENVIRONMENTS", "ENVIRONMENT_NAMES", "ENVIRONMENT_SCHEMA", "LABEL_EDIT_ENVIRONMENTS",
+           "MASKED", "ORIGINAL", "SWAPPED_AGAIN", "build_environments", "check_environment_names", "coverage",
+           "environment_names", "masked_baseline"]
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +153,32 @@ def _antonym(requests: Requests, baselines: list[str], ctx: BuildContext) -> Bui
     return out
 
 
-#: The environments in order: a name and the builder of its texts (the first is the original baseline).
+#: The environments in order: a name and the builder of its texts (the first is the original baseline). Code finds
+#: an environment by its name (ORIGINAL, MASKED, ANTONYM), never by its position, so a new entry may go anywhere
+#: after the first.
 ENVIRONMENTS: tuple[tuple[str, Callable[[Requests, list[str], BuildContext], Built]], ...] = (
     (ORIGINAL, _original), (MASKED, _masked), (ANTONYM, _antonym))
 ENVIRONMENT_NAMES = tuple(name for name, _ in ENVIRONMENTS)
+#: The environments phi_LA adds when it edits the label's own text (label_edits.py builds them from r and b, not
+#: from b's spans): the label swapped for the other label neither E1 nor E3 names. They share the table's names.
+SWAPPED_AGAIN = "E4"
+LABEL_EDIT_ENVIRONMENTS = (SWAPPED_AGAIN,)
+
+
+def check_environment_names(table: tuple[str, ...] = ENVIRONMENT_NAMES,
+                            added: tuple[str, ...] = LABEL_EDIT_ENVIRONMENTS) -> None:
+    """Every environment name is taken once, by the table or by the label edits (a new entry named like an added
+    environment would silently merge with it in phi_LA's instances)."""
+    names = [*table, *added]
+    taken = sorted({n for n in names if names.count(n) > 1})
+    if taken:
+        raise ValueError(f"environment name(s) {taken} taken twice (ENVIRONMENTS {list(table)}, the label edits' "
+                         f"{list(added)}): give the new environment another name")
+    if not table or table[0] != ORIGINAL:
+        raise ValueError(f"the first environment must be the original baseline {ORIGINAL!r}, got {list(table)}")
+
+
+check_environment_names()
 
 
 def environment_names(environments: pl.DataFrame) -> list[str]:

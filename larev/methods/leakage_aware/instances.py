@@ -19,8 +19,8 @@ import polars as pl
 
 from larev.data.variants import borrowed_from
 from larev.formats import baseline_input, rationale_input
-from larev.methods.leakage_aware.environments import MASKED, environment_names
-from larev.methods.leakage_aware.label_edits import SWAPPED_AGAIN, label_edited_environments
+from larev.methods.leakage_aware.environments import MASKED, SWAPPED_AGAIN, environment_names
+from larev.methods.leakage_aware.label_edits import label_edited_environments
 from larev.methods.leakage_aware.training import LAInstance
 from larev.schema import label_set
 

@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from larev.data.restating import answer_pattern
+from larev.methods.leakage_aware.environments import ANTONYM, MASKED, ORIGINAL, SWAPPED_AGAIN
 
 LABEL_EDITS = ("none", "rationale", "rationale_and_baseline")
-SWAPPED_AGAIN = "E4"  # the environment the edits add: the label swapped for the remaining other label
 
 
 def _occurrences(text: str, label: str) -> int:
@@ -59,17 +59,20 @@ def label_edited_environments(rationale: str, label: str, candidates: Sequence[s
     """(r_e, b_e) in every environment of `env_names` and in `SWAPPED_AGAIN` (see the module docstring), None where
     the row lacks the environment.
 
-    baselines: b's text per environment name (None where the row lacks it); env_names: the first is the original,
-    the second the masked, the third the rewritten environment (later ones are left as they are)."""
+    baselines: b's text per environment name (None where the row lacks it); env_names: the run's environments.
+    The edits find the original, masked and rewritten ones by name (ORIGINAL, MASKED, ANTONYM); other environments
+    are left as they are."""
     if edits not in LABEL_EDITS:
         raise ValueError(f"label edits must be one of {LABEL_EDITS}, got {edits!r}")
     if not mask_token:
         raise ValueError("mask_token is empty")
     names = list(env_names)
-    if len(names) < 3 or baselines.get(names[0]) is None:
-        raise ValueError(f"the environments {names} need the original, masked and rewritten baselines, in order")
+    if ORIGINAL not in names or baselines.get(ORIGINAL) is None:
+        raise ValueError(f"the environments {names} need the original baseline {ORIGINAL!r}")
+    if SWAPPED_AGAIN in names:
+        raise ValueError(f"{SWAPPED_AGAIN!r} is the environment the label edits add; the table has one of that name")
     pattern = answer_pattern(label)
-    original_b = baselines[names[0]]
+    original_b = baselines[ORIGINAL]
     on_b = edits == "rationale_and_baseline"
     out: dict[str, tuple[str, str] | None] = {name: (rationale, b) if b is not None else None
                                                for name, b in ((n, baselines.get(n)) for n in names)}
@@ -80,15 +83,15 @@ def label_edited_environments(rationale: str, label: str, candidates: Sequence[s
     def swap(text: str, new: str) -> str:
         return pattern.sub(lambda _m: new, text) if text else text
 
-    masked_b, rewritten_b = baselines.get(names[1]), baselines.get(names[2])
+    masked_b, rewritten_b = baselines.get(MASKED), baselines.get(ANTONYM)
     if masked_b is not None:
-        out[names[1]] = (swap(rationale, mask_token), swap(masked_b, mask_token) if on_b else masked_b)
+        out[MASKED] = (swap(rationale, mask_token), swap(masked_b, mask_token) if on_b else masked_b)
     states_label = pattern.search(original_b) is not None
     other = swapped_label(label, candidates, original_b, rewritten_b)
     if other is not None and rewritten_b is not None:
-        out[names[2]] = (swap(rationale, other), swap(rewritten_b, other) if on_b else rewritten_b)
-    elif other is not None and on_b and states_label:  # no rewrite of b's spans, but b states the label
-        out[names[2]] = (swap(rationale, other), swap(original_b, other))
+        out[ANTONYM] = (swap(rationale, other), swap(rewritten_b, other) if on_b else rewritten_b)
+    elif other is not None and on_b and states_label and ANTONYM in names:  # b's spans not rewritten, b states y
+        out[ANTONYM] = (swap(rationale, other), swap(original_b, other))
     third = [c for c in candidates if c not in (label, other)]
     if other is not None and third and states_label:
         out[SWAPPED_AGAIN] = (swap(rationale, third[0]), swap(original_b, third[0]))
