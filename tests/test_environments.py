@@ -227,17 +227,17 @@ def test_a_fourth_environment_is_one_entry_and_reaches_training(monkeypatch):
     from larev.methods.leakage_aware.instances import la_instances
     from tests.helpers import tiny_evaluator
 
-    def deleted(requests, baselines, ctx):  # E4: the leakage spans removed outright
+    def deleted(requests, baselines, ctx):  # E5 (E4 is the label edits'): the leakage spans removed outright
         return [(b, "none") if r is None else (replace_spans(b, [(q.start, q.end, "") for q in r]), "delete")
                 for r, b in zip(requests, baselines)]
 
-    monkeypatch.setattr(environments, "ENVIRONMENTS", (*environments.ENVIRONMENTS, ("E4", deleted)))
+    monkeypatch.setattr(environments, "ENVIRONMENTS", (*environments.ENVIRONMENTS, ("E5", deleted)))
     rows = [_row(f"n{i}", f"a man {w} a dog", w, label=y) for i, (w, y) in
             enumerate([("implies", "entailment"), ("contradicts", "contradiction"), ("unrelated", "neutral")] * 4)]
     table = build_environments(_frame(rows), MASK, OFFLINE)
     names = environments.environment_names(table)
-    assert names == ["E1", "E2", "E3", "E4"]
-    assert table.filter(pl.col("env") == "E4")["baseline"].to_list()[:2] == ["a man  a dog"] * 2
+    assert names == ["E1", "E2", "E3", "E5"]
+    assert table.filter(pl.col("env") == "E5")["baseline"].to_list()[:2] == ["a man  a dog"] * 2
     wide = table.pivot(on="env", index="id", values="baseline").join(
         pl.DataFrame({"id": [r["id"] for r in rows], "label": [r["label"] for r in rows], "task": "nli",
                       "choices": [None] * len(rows), "rationale": "a fruit"},
@@ -250,4 +250,4 @@ def test_a_fourth_environment_is_one_entry_and_reaches_training(monkeypatch):
     result = train_leakage_aware(phi_la, None, instances[:9], instances[9:], labels,
                                  TrainConfig(epochs=1, batch_size=3), LeakageAwareConfig(lambda_probe=0.0), "nli",
                                  progress=False, env_names=tuple(names))
-    assert {"val_logp_E1", "val_logp_E4"} <= set(result.history[0])
+    assert {"val_logp_E1", "val_logp_E5"} <= set(result.history[0])
