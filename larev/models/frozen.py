@@ -326,7 +326,8 @@ def _rebuilt_decoder(decoder, token_ids: list[int], state: dict):
 
     config = decoder.config.__class__(**{**decoder.config.to_dict(), "vocab_size": len(token_ids),
                                          OUTPUT_IDS_ATTR: list(token_ids)})
-    rebuilt = BertLMHeadModel(config)
+    with torch.random.fork_rng(devices=[]):  # its random initialisation is overwritten: leave the caller's draws
+        rebuilt = BertLMHeadModel(config)
     rebuilt.load_state_dict(state)
     rebuilt.get_input_embeddings().weight.requires_grad_(decoder.get_input_embeddings().weight.requires_grad)
     return rebuilt.train(decoder.training)
@@ -350,7 +351,8 @@ def extend_output(model, new_ids: list[int]) -> None:
     decoder's rows were taken from and never left), their output bias the mean of the trained biases of the
     tokens past the specials."""
     decoder, ids = model.decoder, output_token_ids(model)
-    new_ids = [i for i in dict.fromkeys(new_ids) if i not in set(ids)]
+    known = set(ids)
+    new_ids = [i for i in dict.fromkeys(new_ids) if i not in known]
     if not new_ids:
         return
     checkpoint_rows = model.get_encoder().get_input_embeddings().weight.detach()[torch.tensor(new_ids)]
