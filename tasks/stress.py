@@ -126,7 +126,7 @@ def local_model_digest(name_or_path: str | None) -> str | None:
     import hashlib
     from pathlib import Path
 
-    from storage.store import sha256_file
+    from larev.digests import sha256_file
 
     if not name_or_path or not Path(name_or_path).expanduser().is_dir():
         return None

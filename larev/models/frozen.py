@@ -1,4 +1,4 @@
-"""`minilm-frozen`: a pretrained encoder at about twice the embedded model's cost per step (issue 35).
+"""`minilm-frozen`: a pretrained encoder at less than the embedded model's cost per step (issue 35).
 
 all-MiniLM-L6-v2 (larev/models/pretrained.py) as a seq2seq evaluator whose lower encoder layers never train:
 
