@@ -22,7 +22,7 @@ from storage.ref import ArtifactRef
 from tasks.baselines import make_baselines, make_rationale_variants
 from tasks.export import read_run
 from tasks.human import annotation_inputs
-from tasks.runner import StepRunner
+from tasks.runtime.runner import StepRunner
 
 
 class HumanParams(BaseModel):

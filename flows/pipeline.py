@@ -2,7 +2,7 @@
 phi_LA) -> RORA (rationale-only model, leaky spans, infiller, counterfactuals, Phi, theta) and the RQ / LAS
 proxies -> scores for every metric -> report.
 
-Every step is a cached task (tasks/cache.py): rerunning with the same parameters is served from cache, and
+Every step is a cached task (tasks/runtime/cache.py): rerunning with the same parameters is served from cache, and
 changing one option reruns only the steps that depend on it. The metrics are flows/metrics.py's list: each trains
 its models (tasks/metric.py's seam) and scores the rationale variants.
 """
@@ -12,29 +12,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.data.sources import DataConfig
 from larev.digests import file_digest
-from larev.methods.leakage_aware.config import LarevConfig
 from larev.metrics.scores import VARIANTS
-from larev.methods.rora.config import RoraConfig
 from flows.metrics import METRICS
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.baselines import make_baselines, make_rationale_variants
-from tasks.metric import Run
-from tasks.runner import StepRunner
+from tasks.metric import Metric, Run
+from tasks.runtime.runner import StepRunner
 from tasks.training import train_tokenizer
 from tasks.data import load_examples, load_rationales
 from tasks.export import export_run
 from tasks.reports import publish, publish_score_table, summarise_scores
-from tasks.sharding import ScaleOutConfig
+from tasks.runtime.sharding import ScaleOutConfig
 
 
-class PipelineParams(BaseModel):
-    """Parameters of a pipeline run (the Prefect UI renders this as a form)."""
+class RunParams(BaseModel):
+    """The first parameters of every pipeline run; `PipelineParams` adds each metric's section (flows/metrics.py)
+    and the rest."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -47,8 +46,39 @@ class PipelineParams(BaseModel):
     model: ModelConfig = Field(default_factory=ModelConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)
-    larev: LarevConfig = Field(default_factory=LarevConfig, description="LAREV's leakage-aware evaluator")
-    rora: RoraConfig = Field(default_factory=RoraConfig, description="RORA's evaluator and the RQ / LAS baselines")
+
+
+#: PipelineParams' own fields, which no metric section may take
+RESERVED_NAMES = frozenset({*RunParams.model_fields, "variants", "rationales", "progress", "gpu_deployment",
+                            "scale_out", "concurrent_chains"})
+
+
+def metric_sections(metrics: list[Metric]) -> dict:
+    """The pipeline parameter sections the metrics own: {section: (its model, a Field with its defaults)}, each
+    declared by exactly one metric (`section` with `options`); a metric that reads another's section must name one
+    that some metric declares."""
+    sections: dict = {}
+    for m in metrics:
+        if m.options is None:
+            continue
+        if m.section is None or m.section in sections or m.section in RESERVED_NAMES:
+            raise TypeError(f"metric {m.name!r}: section {m.section!r} is missing, declared twice or a run field")
+        sections[m.section] = (m.options, Field(default_factory=m.options, description=m.description))
+    for m in metrics:
+        if m.section is not None and m.section not in sections:
+            raise TypeError(f"metric {m.name!r} reads section {m.section!r}, which no registered metric declares")
+    return sections
+
+
+_WithMetricSections = create_model("_WithMetricSections", __base__=RunParams, __module__=__name__,
+                                   **metric_sections(METRICS))
+
+
+class PipelineParams(_WithMetricSections):
+    """Parameters of a pipeline run (the Prefect UI renders this as a form): the data, baselines, model, training
+    and scoring sections, one section per metric that has options (flows/metrics.py), then what to score and
+    where to run."""
+
     variants: list[str] = Field(list(VARIANTS), description="synthetic rationale variants scored on the test split")
     rationales: str | None = Field(None, description="a rationale file to score too (id, source, rationale[, label])")
     progress: bool = Field(True, description="progress bars on long steps")
@@ -86,7 +116,7 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
         run, rationales, inputs = input_steps(steps, params)
         models: dict[str, ArtifactRef] = {}
         tables: dict[str, ArtifactRef] = {}
-        report_models: dict[str, ArtifactRef] = {}
+        sections: list[ArtifactRef] = []
         scores: list[ArtifactRef] = []
         for metric in METRICS:
             if not metric.enabled(params):
@@ -94,9 +124,10 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
             trained = metric.train(run, models)
             models.update(trained.models)
             tables.update(trained.tables)
-            report_models.update(trained.report_models)
+            if (section := metric.report_section(run, trained)) is not None:
+                sections.append(section)
             scores += metric.score(run, models, rationales)
-        report = steps.run(summarise_scores, scores, f"larev run '{params.run_name}'", tables, report_models)
+        report = steps.run(summarise_scores, scores, f"larev run '{params.run_name}'", sections)
     publish(store, report["report"], name=params.run_name)
     publish_score_table(store, report["summary"], params.run_name)
     refs = {**inputs, **models, **tables, **report}

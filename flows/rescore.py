@@ -30,7 +30,7 @@ from tasks.inbox import (fetch, ledger_key, location, publish_inbox_report, quar
                          write_table)
 from tasks.export import read_run
 from tasks.reports import artifact_key
-from tasks.sharding import ScaleOutConfig
+from tasks.runtime.sharding import ScaleOutConfig
 
 
 class RescoreParams(BaseModel):

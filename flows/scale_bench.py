@@ -24,7 +24,7 @@ from larev.data.variants import bulk_rationales
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.data import examples_in_test_split
-from tasks.sharding import ScaleOutConfig
+from tasks.runtime.sharding import ScaleOutConfig
 
 KEY = ["metric", "id", "source"]
 EXACT = ["label", "pred_with", "pred_base", "correct_with", "correct_base", "leaks"]

@@ -17,11 +17,11 @@ from flows.metrics import METRICS
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.metric import Run
-from tasks.runner import StepRunner
+from tasks.runtime.runner import StepRunner
 from tasks.data import load_rationale_shards, load_rationales
 from tasks.export import export_run, read_run
 from tasks.reports import publish, publish_score_table, publish_stress, summarise_scores
-from tasks.sharding import ScaleOutConfig
+from tasks.runtime.sharding import ScaleOutConfig
 from tasks.stress import addtext_shifts, ftc_problem, local_model_digest, perturb_for_addtext, score_ftc
 
 

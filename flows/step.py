@@ -1,8 +1,8 @@
 """One larev step, run where its deployment's work pool puts it: the GPU stages of a pipeline run, sent there by
-`StepRunner` (tasks/runner.py) through `run_deployment` when the pipeline has a `gpu_deployment`.
+`StepRunner` (tasks/runtime/runner.py) through `run_deployment` when the pipeline has a `gpu_deployment`.
 
 The step writes its output and its cache record into the artifact store named in its arguments; the calling
-flow then reads both from there (tasks/remote.py explains the protocol).
+flow then reads both from there (tasks/runtime/remote.py explains the protocol).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from storage import ArtifactStore
-from tasks.runner import StepRunner
-from tasks.remote import decode_arguments, encode_arguments, resolve_task
+from tasks.runtime.runner import StepRunner
+from tasks.runtime.remote import decode_arguments, encode_arguments, resolve_task
 
 
 class StepParams(BaseModel):
-    """Which larev step to run and its arguments (JSON, as tasks/remote.py encodes them)."""
+    """Which larev step to run and its arguments (JSON, as tasks/runtime/remote.py encodes them)."""
 
     model_config = ConfigDict(extra="forbid")
 

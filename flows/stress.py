@@ -17,7 +17,7 @@ from larev.errors import ConfigError
 from larev.stress.ftc.config import FtcConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.runner import StepRunner
+from tasks.runtime.runner import StepRunner
 from tasks.data import load_rationales
 from tasks.export import export_run
 from tasks.reports import publish_stress

@@ -2,7 +2,7 @@
 
 Every config is a frozen pydantic model with `extra="forbid"`, so a misspelt option fails up front with a
 message naming it. Each one is stored inside the artifacts it produced (model directories keep theirs in
-`larev_config.json`), and its values are part of the cache key of the step that uses it (tasks/cache.py).
+`larev_config.json`), and its values are part of the cache key of the step that uses it (tasks/runtime/cache.py).
 """
 
 from __future__ import annotations

@@ -53,6 +53,26 @@ def markdown_table(df: pl.DataFrame) -> str:
     return "\n".join([head, rule, *body])
 
 
+def flat_figures(figures: dict, prefix: str = "") -> dict:
+    """A nested mapping of figures flattened to dotted keys ({"a": {"b": 1}} -> {"a.b": 1})."""
+    out = {}
+    for key, value in figures.items():
+        if isinstance(value, dict):
+            out |= flat_figures(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def figures_lines(title: str, figures: dict) -> list[str]:
+    """A metric's figures (a nested mapping) as a Markdown section: a heading and a table of figure, value."""
+    flat = flat_figures(figures)
+    if not flat:
+        return []
+    table = pl.DataFrame({"figure": list(flat), "value": [_fmt(v) for v in flat.values()]})
+    return [f"## {title}", "", markdown_table(table), ""]
+
+
 def separation_table(summary: pl.DataFrame) -> pl.DataFrame:
     """One row per metric: gold minus each degraded variant, and their sum."""
     rows = []

@@ -1,7 +1,7 @@
 """Small statistics every part of the core uses: the chance level of a label set and a binomial margin.
 
 Kept apart from the modules that use them (the span rule, the training loop), so a change in one of those does not
-change the code every evaluator's training step runs (tasks/source_graph.py).
+change the code every evaluator's training step runs (tasks/runtime/source_graph.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One `ArtifactStore` wraps a root on local disk (`runs/store`, `/abs/path`, `file:///abs/path`) or on S3
 (`s3://bucket/prefix`) through fsspec. Artifacts are addressed by a relative *key* (a posix path inside
-the root). The layout that steps use (keys built by tasks/cache.py)::
+the root). The layout that steps use (keys built by tasks/runtime/cache.py)::
 
     <root>/<step>/<fingerprint>/<name>             a file artifact (e.g. scores.parquet)
     <root>/<step>/<fingerprint>/<name>.sha256      its checksum ("<hex>  <name>", sha256sum format)
@@ -10,7 +10,7 @@ the root). The layout that steps use (keys built by tasks/cache.py)::
     <root>/<step>/<fingerprint>/<dir>/_MANIFEST.json   written last: path, size, sha256 of every file
 
 `<fingerprint>` is a hash of the step's inputs, config and code version, computed by the caller (the step's
-cache key, tasks/cache.py), so a finished step is found again by its key and a changed input gets a new key.
+cache key, tasks/runtime/cache.py), so a finished step is found again by its key and a changed input gets a new key.
 
 Guarantees:
 

@@ -9,9 +9,9 @@ from larev.config import ScoreConfig
 from larev.methods.rora.config import training_sources
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.metric import Run, Trained
-from tasks.outputs import put_table
+from tasks.runtime.cache import larev_task
+from tasks.metric import Metric, Run, Trained
+from tasks.runtime.outputs import put_table
 from tasks.rora import by_model_source, per_source, train_rationale_only
 from tasks.training import train_input_model
 
@@ -35,15 +35,14 @@ def score_rq_las(store: ArtifactStore, proxies: dict[str, ArtifactRef], rational
     return put_table(store, "scores.parquet", pl.concat(frames))
 
 
-class Accuracy:
+class Accuracy(Metric):
     """RQ and LAS: per built-in rationale source a proxy on (x, r) (model keys proxy:<source>) and a rationale-only
     model as LAS's leakage indicator (RORA's where it trained one for that source, else rationale_model:<source>
     here), with RORA's theta; trained and scored with RORA (`rora.enabled`)."""
 
     name = "rq_las"
-
-    def enabled(self, params) -> bool:
-        return params.rora.enabled
+    score_names = ("rq", "las")
+    section = "rora"  # RORA's section (RoraConfig declares it): `rora.enabled` trains both
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
         p, steps = run.params, run.steps

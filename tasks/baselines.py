@@ -9,8 +9,8 @@ from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.outputs import put_table
+from tasks.runtime.cache import larev_task
+from tasks.runtime.outputs import put_table
 from tasks.data import examples_in_test_split
 
 

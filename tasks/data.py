@@ -6,8 +6,8 @@ import larev.data.stream as stream
 from larev.data.sources import DataConfig, load_data
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.outputs import put_table
+from tasks.runtime.cache import larev_task
+from tasks.runtime.outputs import put_table
 
 
 def examples_in_test_split(store: ArtifactStore, examples: ArtifactRef):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import larev.human.annotations as annotations
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.outputs import put_table
+from tasks.runtime.cache import larev_task
+from tasks.runtime.outputs import put_table
 
 
 @larev_task("human-inputs")

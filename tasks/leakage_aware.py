@@ -18,10 +18,10 @@ from larev.methods.leakage_aware.instances import la_env_names, la_instances
 from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.checkpoints import epoch_checkpoints
-from tasks.metric import Run, Trained
-from tasks.outputs import put_table
+from tasks.runtime.cache import larev_task
+from tasks.runtime.checkpoints import epoch_checkpoints
+from tasks.metric import Metric, MetricOption, Run, Trained
+from tasks.runtime.outputs import put_bytes, put_table
 from tasks.rev import score_with_estimator, train_model
 from tasks.training import (new_run_evaluator, put_evaluator, split_train_validation,
                             train_val_examples, training_frame)
@@ -59,7 +59,7 @@ def make_environments(store: ArtifactStore, examples: ArtifactRef, baselines: Ar
     from larev.methods.leakage_aware.antonyms import make_generator
     from larev.methods.leakage_aware.environments import build_environments
     from larev.models.evaluator import mask_token_of
-    from tasks.secrets import gemini_options
+    from tasks.runtime.secrets import gemini_options
 
     df = training_frame(store, examples, baselines).join(
         store.read_parquet(terms.key).select("id", "term", "spans"), on="id", how="left")
@@ -144,15 +144,48 @@ def larev_zero(run: Run) -> str:
     return la_config.LarevConfig(definition=saved.get("definition", "thesis")).zero
 
 
-class LeakageAware:
+LA_EPOCHS_HELP = ("phi_LA epochs (more on a small training set, to reach larev.la_min_steps optimizer steps; "
+                  "--set larev.la_min_steps=0 trains exactly these)")
+
+
+@larev_task("report-larev")
+def write_larev_report(store: ArtifactStore, tables: dict[str, ArtifactRef],
+                       phi_las: dict[str, ArtifactRef]) -> ArtifactRef:
+    """LAREV's section of the run's report.md: the top IG words, the leakage spans and their residual check, who
+    built each environment, and each phi_LA's losses (larev/methods/leakage_aware/report.py)."""
+    import json
+
+    from larev.methods.leakage_aware.report import larev_diagnostics
+    from larev.models.evaluator import LAREV_CONFIG_FILE
+
+    read = {k: store.read_parquet(v.key) for k, v in tables.items()}
+    meta = {name: json.loads((store.get_dir(ref.key) / LAREV_CONFIG_FILE).read_text())["meta"]
+            for name, ref in phi_las.items()}
+    markdown = larev_diagnostics(read.get("tokens"), read.get("terms"), read.get("environments"), meta,
+                                 leakage=read.get("leakage_spans"))
+    return put_bytes(store, "report_section.md", markdown.encode(), kind="text")
+
+
+class LeakageAware(Metric):
     """LAREV: phi_LA (and its ablations, `larev_<ablation>`), scored with REV's estimator against REV's phi_base;
     with `larev.controls`, the controls (`control_<name>`) scored the same way: erm_envs (the erm_envs ablation's
     phi_LA), phi (REV's phi in phi_LA's place) and r_only (an evaluator trained on r alone)."""
 
     name = "larev"
-
-    def enabled(self, params) -> bool:
-        return params.larev.enabled
+    section = "larev"
+    options = la_config.LarevConfig
+    description = "LAREV's leakage-aware evaluator"
+    controls = la_config.CONTROLS
+    cli_options = (
+        MetricOption("--no-larev", "enabled", const=False, help="REV only: skip LAREV's steps"),
+        MetricOption("--lambda-irm", "objective.lambda_irm"),
+        MetricOption("--lambda-probe", "objective.lambda_probe"),
+        MetricOption("--irm-on", "objective.irm_on"),
+        MetricOption("--ablations", "ablations"),
+        MetricOption("--antonyms", "antonyms.backend"),
+        MetricOption("--ig-steps", "attribution.n_steps"),
+        MetricOption("--la-epochs", "la_train.epochs", help=LA_EPOCHS_HELP),
+    )
 
     @staticmethod
     def model_names(models: dict[str, ArtifactRef]) -> list[str]:
@@ -185,8 +218,11 @@ class LeakageAware:
             controls[CONTROL_PREFIX + "r_only"] = steps.run(train_model, "r_only", run.examples, run.baselines,
                                                             run.tokenizer, run.params.model, run.params.train,
                                                             step_label="train-r_only")
-        return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs},
-                       report_models=phi_las)
+        return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs})
+
+    def report_section(self, run: Run, trained: Trained) -> ArtifactRef:
+        phi_las = {k: v for k, v in trained.models.items() if k == "larev" or k.startswith("larev_")}
+        return run.steps.run(write_larev_report, trained.tables, phi_las)
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:
         return bool(self.model_names(models)) and "phi_base" in models
@@ -198,3 +234,13 @@ class LeakageAware:
         zero = larev_zero(run)
         return [score_with_estimator(run, name, models[name], models["phi_base"], rationales, zero=zero)
                 for name in self.model_names(models)]
+
+    def bench_summary(self, artifacts: dict, store) -> dict | None:
+        from larev.methods.leakage_aware.bench import larev_bench_summary
+
+        return larev_bench_summary(artifacts, store)
+
+    def bench_markdown(self, summary: dict) -> list[str]:
+        from larev.methods.leakage_aware.bench import larev_bench_lines
+
+        return larev_bench_lines(summary)

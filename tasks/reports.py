@@ -11,40 +11,28 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-import larev.methods.leakage_aware.report as larev_report
-import larev.methods.rora.report as rora_report
 import larev.metrics.scores as scores_mod
 import larev.reports as reports
-from larev.models.evaluator import LAREV_CONFIG_FILE
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.outputs import put_bytes, put_file, put_table, stacked_parquet
+from tasks.runtime.cache import larev_task
+from tasks.runtime.outputs import put_bytes, put_file, put_table, stacked_parquet
 
 
 @larev_task("report")
 def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str,
-                     diagnostics: dict[str, ArtifactRef] | None = None,
-                     report_models: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
+                     sections: list[ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
     """scores.parquet (every metric), summary.parquet (per metric and source), report.md, separations.png.
 
-    diagnostics: the metrics' diagnostic tables (LAREV's `tokens`, `terms` and `environments`, RORA's per-source
-    tables); report_models: model directories whose training histories go into the report (phi_LA's).
+    sections: the metrics' own parts of report.md (Markdown, their `report_section` steps), appended in order.
     """
     with stacked_parquet(store, scores, scores_mod.SCORE_SCHEMA) as stacked:  # streamed: any number of rows
         summary = scores_mod.summarise(pl.scan_parquet(stacked))
         scores_ref = put_file(store, "scores.parquet", stacked)
     markdown = reports.report_markdown(summary, title=title)
-    tables = {k: store.read_parquet(v.key) for k, v in (diagnostics or {}).items()}
-    if report_models or {"tokens", "terms", "environments", "leakage_spans"} & set(tables):
-        meta = {name: json.loads((store.get_dir(ref.key) / LAREV_CONFIG_FILE).read_text())["meta"]
-                for name, ref in (report_models or {}).items()}
-        markdown += "\n" + larev_report.larev_diagnostics(tables.get("tokens"), tables.get("terms"),
-                                                          tables.get("environments"), meta,
-                                                          leakage=tables.get("leakage_spans"))
-    rora_section = rora_report.rora_diagnostics(tables)
-    if rora_section:
-        markdown += "\n" + rora_section
+    for section in sections or []:
+        if text := store.read_text(section.key).strip():
+            markdown += "\n" + text + "\n"
     return {
         "scores": scores_ref,
         "summary": put_table(store, "summary.parquet", summary),

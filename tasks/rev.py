@@ -15,10 +15,10 @@ from larev.models.train import train_evaluator
 from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.checkpoints import epoch_checkpoints
-from tasks.metric import Run, Trained
-from tasks.outputs import put_table
+from tasks.runtime.cache import larev_task
+from tasks.runtime.checkpoints import epoch_checkpoints
+from tasks.metric import Metric, Run, Trained
+from tasks.runtime.outputs import put_table
 from tasks.training import new_run_evaluator, put_evaluator, split_train_validation, training_frame
 
 
@@ -75,13 +75,11 @@ def score_with_estimator(run: Run, metric: str, phi: ArtifactRef, phi_base: Arti
                            device=run.device, zero=zero, step_label=f"{run.label}score-{metric}")
 
 
-class Rev:
-    """REV: phi_base and phi, scored with eq. 5."""
+class Rev(Metric):
+    """REV: phi_base and phi, scored with eq. 5. No section of its own: it reads the run's `model`, `train` and
+    `score` sections, and always trains (its evaluators are LAREV's too)."""
 
     name = "rev"
-
-    def enabled(self, params) -> bool:
-        return True  # its evaluators are LAREV's too
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
         p = run.params

@@ -14,15 +14,15 @@ from larev.config import ModelConfig, ScoreConfig, TrainConfig
 from larev.leakage.rationale_model import RationaleModelConfig
 from larev.leakage.spans import LeakageDetectionConfig
 from larev.methods.leakage_aware.config import LeakageAwareConfig
-from larev.methods.rora.config import training_sources
+from larev.methods.rora.config import RoraConfig, training_sources
 from larev.methods.rora.infill import InfillerConfig
 from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.checkpoints import epoch_checkpoints
-from tasks.metric import Run, Trained
-from tasks.outputs import put_dir, put_table
+from tasks.runtime.cache import larev_task
+from tasks.runtime.checkpoints import epoch_checkpoints
+from tasks.metric import Metric, MetricOption, Run, Trained
+from tasks.runtime.outputs import put_bytes, put_dir, put_table
 from tasks.training import (load_tokenizer, new_run_evaluator, put_evaluator, source_frame,
                             split_train_validation, train_input_model, train_val_examples)
 
@@ -226,15 +226,31 @@ def per_source(models: dict[str, ArtifactRef], kind: str) -> dict[str, ArtifactR
     return {k.split(":", 1)[1]: v for k, v in models.items() if k.startswith(f"{kind}:")}
 
 
-class Rora:
+@larev_task("report-rora")
+def write_rora_report(store: ArtifactStore, tables: dict[str, ArtifactRef]) -> ArtifactRef:
+    """RORA's section of the run's report.md: per training source the leaky words, how many training rationales
+    had spans, how often the counterfactuals differ between labels (larev/methods/rora/report.py)."""
+    from larev.methods.rora.report import rora_diagnostics
+
+    markdown = rora_diagnostics({k: store.read_parquet(v.key) for k, v in tables.items()})
+    return put_bytes(store, "report_section.md", markdown.encode(), kind="text")
+
+
+class Rora(Metric):
     """RORA: per training source the rationale-only model, leaky spans, infiller, counterfactuals and Phi; theta on
     x alone (shared with RQ / LAS); scored with eq. 10. Model keys: theta, training_rationales, rora_phi:<source>,
     rationale_model:<source>, infiller:<source>."""
 
     name = "rora"
-
-    def enabled(self, params) -> bool:
-        return params.rora.enabled
+    section = "rora"
+    options = RoraConfig
+    description = "RORA's evaluator and the RQ / LAS baselines"
+    cli_options = (
+        MetricOption("--no-rora", "enabled", const=False, help="skip RORA, RQ and LAS"),
+        MetricOption("--rora-train-on", "train_on"),
+        MetricOption("--rora-lambda", "objective.lambda_irm", help="RORA: IRM weight of Phi"),
+        MetricOption("--rora-threshold", "detection.threshold"),
+    )
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
         p, steps = run.params, run.steps
@@ -269,6 +285,11 @@ class Rora:
             tables.update(source_tables)
         return Trained(models=out, tables=tables)
 
+    def report_section(self, run: Run, trained: Trained) -> ArtifactRef:
+        shown = {k: v for k, v in trained.tables.items() if k.startswith(("rora_words:", "rora_spans:",
+                                                                           "counterfactuals:"))}
+        return run.steps.run(write_rora_report, shown)
+
     def trained(self, models: dict[str, ArtifactRef]) -> bool:
         return "theta" in models and bool(per_source(models, "rora_phi"))
 
@@ -277,3 +298,13 @@ class Rora:
         return [run.steps.score(score_rora, per_source(models, "rora_phi"), models["theta"], rationales=rationales,
                                 examples=run.examples, score=run.score, device=run.device,
                                 step_label=f"{run.label}score-rora")]
+
+    def bench_summary(self, artifacts: dict, store) -> dict | None:
+        from larev.methods.rora.bench import rora_bench_summary
+
+        return rora_bench_summary(artifacts, store)
+
+    def bench_markdown(self, summary: dict) -> list[str]:
+        from larev.methods.rora.bench import rora_bench_lines
+
+        return rora_bench_lines(summary)

@@ -14,10 +14,10 @@ from larev.errors import InputError
 from larev.stress.ftc.config import FtcConfig
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.outputs import put_bytes, put_file, put_json, put_table, stacked_parquet
+from tasks.runtime.cache import larev_task
+from tasks.runtime.outputs import put_bytes, put_file, put_json, put_table, stacked_parquet
 from tasks.data import examples_in_test_split
-from tasks.secrets import gemini_options
+from tasks.runtime.secrets import gemini_options
 
 
 def _of_sources(rationales: pl.DataFrame, sources: tuple[str, ...]) -> pl.DataFrame:

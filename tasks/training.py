@@ -20,9 +20,9 @@ from larev.models.vocabulary import vocabulary_texts
 from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.checkpoints import epoch_checkpoints
-from tasks.outputs import put_dir
+from tasks.runtime.cache import larev_task
+from tasks.runtime.checkpoints import epoch_checkpoints
+from tasks.runtime.outputs import put_dir
 
 
 def train_val_examples(store: ArtifactStore, examples: ArtifactRef) -> pl.DataFrame:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from flows.pipeline import PipelineParams, larev_pipeline
-from tasks.checkpoints import StoreCheckpointer
+from tasks.runtime.checkpoints import StoreCheckpointer
 
 torch.set_num_threads(2)  # as the parent test process (tests/conftest.py): same arithmetic, same weights
 _save = StoreCheckpointer.save

@@ -1,5 +1,5 @@
 """A step's code version is the source of what it really runs: its module and every project module that module
-imports, transitively (tasks/source_graph.py). Planted packages on tmp dirs, then the real tree."""
+imports, transitively (tasks/runtime/source_graph.py). Planted packages on tmp dirs, then the real tree."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import importlib
 import pytest
 
 from storage import ArtifactStore
-from tasks import cache_audit, source_graph
-from tasks.runner import StepRunner
-from tasks.source_graph import SourceGraph, step_code
+from tasks.runtime import cache_audit, source_graph
+from tasks.runtime.runner import StepRunner
+from tasks.runtime.source_graph import SourceGraph, step_code
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def test_the_version_does_not_depend_on_where_the_checkout_is(tmp_path):
 
 def test_the_version_is_the_same_in_another_process():
     here = step_code("tasks.rora").version
-    code = "from tasks.source_graph import step_code; print(step_code('tasks.rora').version)"
+    code = "from tasks.runtime.source_graph import step_code; print(step_code('tasks.rora').version)"
     there = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.strip()
     assert here == there
@@ -94,7 +94,7 @@ def test_no_step_keeps_a_hand_written_module_list():
     """`larev_task` takes no `code=` list any more: every step's code is found from its imports."""
     import inspect
 
-    from tasks.cache import larev_task
+    from tasks.runtime.cache import larev_task
 
     assert "code" not in inspect.signature(larev_task).parameters
     for path in (ROOT / "tasks").glob("*.py"):
@@ -113,7 +113,7 @@ PLANTED_STEPS = {
     # two larev steps in modules of their own: step_a reaches helpers.deep through middle, step_b does not
     "step_a.py": """
         from storage import ArtifactStore
-        from tasks.cache import larev_task
+        from tasks.runtime.cache import larev_task
 
 
         @larev_task("planted-a")
@@ -123,7 +123,7 @@ PLANTED_STEPS = {
         """,
     "step_b.py": """
         from storage import ArtifactStore
-        from tasks.cache import larev_task
+        from tasks.runtime.cache import larev_task
 
 
         @larev_task("planted-b")
@@ -185,8 +185,8 @@ PLANTED_CHAIN = {
 
         from storage import ArtifactStore
         from storage.ref import ArtifactRef
-        from tasks.cache import larev_task
-        from tasks.outputs import put_table
+        from tasks.runtime.cache import larev_task
+        from tasks.runtime.outputs import put_table
 
 
         @larev_task("planted-writer")
@@ -197,7 +197,7 @@ PLANTED_CHAIN = {
     "reader.py": """
         from storage import ArtifactStore
         from storage.ref import ArtifactRef
-        from tasks.cache import larev_task
+        from tasks.runtime.cache import larev_task
 
 
         @larev_task("planted-reader")
@@ -245,7 +245,7 @@ def test_a_step_record_naming_a_module_is_read_not_imported(tmp_path, monkeypatc
     it import (run) a module, and a function the source no longer defines makes the entry stale."""
     import sys
 
-    from tasks.cache import step_fingerprint
+    from tasks.runtime.cache import step_fingerprint
 
     write_package(tmp_path, {"boom.py": "raise SystemExit('imported!')\n\ndef step():\n    pass\n"},
                   name="plantboom")

@@ -133,7 +133,7 @@ def test_bench_quality_seeds_option_and_its_check(capsys, tmp_path):
 
 
 def test_bench_quality_metrics_switch_the_steps_on_and_off(capsys):
-    from flows.cli.commands import with_metrics
+    from flows.metrics import with_metrics
     from flows.pipeline import PipelineParams
 
     args = build_parser().parse_args(["bench", "quality", "--out", "o", "--metrics", "rev, LAREV"])

@@ -33,8 +33,9 @@ PROXY_STEPS = ["train-proxy-gold", *(f"{step}-{source}" for source in SOURCES[1:
                                      for step in ("train-proxy", "rationale-model"))]
 # flows/metrics.py's order: each metric trains, then scores
 ALL_STEPS = ["examples", "baselines", "variants", "tokenizer", "train-phi_base", "train-phi", "score-rev",
-             "leakage-terms", "environments", "probe", "train-larev", "score-larev", "training-rationales",
-             "train-theta", *RORA_STEPS, "score-rora", *PROXY_STEPS, "score-rq-las", "report"]
+             "leakage-terms", "environments", "probe", "train-larev", "report-larev", "score-larev",
+             "training-rationales", "train-theta", *RORA_STEPS, "report-rora", "score-rora", *PROXY_STEPS,
+             "score-rq-las", "report"]
 METRICS = ["larev", "las", "rev", "rora", "rq"]
 TINY_LAREV = LarevConfig(attribution=AttributionConfig(n_steps=4), probe_train=TrainConfig(epochs=1, batch_size=16),
                          la_train=TrainConfig(epochs=1, batch_size=8), la_min_steps=0)
@@ -140,7 +141,7 @@ def test_larev_objective_option_reruns_phi_la_only(first_run):
     root, _ = first_run
     larev = TINY_LAREV.model_copy(update={"objective": LeakageAwareConfig(lambda_irm=1.0)})
     changed = larev_pipeline(tiny_params(root, larev=larev))
-    assert ran(changed) == ["train-larev", "score-larev", "report"]
+    assert ran(changed) == ["train-larev", "report-larev", "score-larev", "report"]
 
 
 def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_run):
@@ -166,8 +167,8 @@ def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_r
 
     larev = thesis.model_copy(update={"definition": "new_information"})
     result = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-controls"))
-    assert ran(result) == ["train-larev", "train-larev_erm_envs", "score-larev", "score-control_erm_envs",
-                           "score-control_phi", "score-control_r_only", "report"]
+    assert ran(result) == ["train-larev", "train-larev_erm_envs", "report-larev", "score-larev",
+                           "score-control_erm_envs", "score-control_phi", "score-control_r_only", "report"]
     scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
     rev = scores.filter(pl.col("metric") == "rev").drop("metric").sort(key)
     control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
@@ -199,7 +200,7 @@ def test_phi_la_can_start_from_phi(first_run):
     still = TrainConfig(epochs=1, batch_size=8, learning_rate=1e-12)
     larev = TINY_LAREV.model_copy(update={"la_start": "phi", "la_train": still})
     changed = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-la-start"))
-    assert ran(changed) == ["train-larev", "score-larev", "report"]
+    assert ran(changed) == ["train-larev", "report-larev", "score-larev", "report"]
     phi = weights(result["refs"]["phi"])
     started, fresh = weights(changed["refs"]["larev"]), weights(result["refs"]["larev"])
     assert all(torch.allclose(started[k], v, atol=1e-6) for k, v in phi.items())
@@ -212,7 +213,7 @@ def test_phi_la_trains_the_minimum_steps_on_small_data(first_run):
     root, _ = first_run
     changed = larev_pipeline(tiny_params(root, larev=TINY_LAREV.model_copy(update={"la_min_steps": 12}),
                                          run_name="tiny-min-steps"))
-    assert ran(changed) == ["train-larev", "score-larev", "report"]
+    assert ran(changed) == ["train-larev", "report-larev", "score-larev", "report"]
     meta = json.loads((Path(changed["refs"]["larev"].uri) / "larev_config.json").read_text())["meta"]
     assert meta["train_config"]["epochs"] == 2 and len(meta["training"]["history"]) == 2
 
@@ -245,7 +246,7 @@ def test_rora_per_source_protocol_adds_only_the_other_sources_chains(first_run):
     result = larev_pipeline(tiny_params(root, rora=rora, run_name="tiny-each-source"))
     # the rationale-only models RQ / LAS trained come from the cache; gold's chain too
     assert ran(result) == [f"{step}-{source}" for source in SOURCES[1:] for step in RORA_CHAIN[1:]] + [
-        "score-rora", "report"]
+        "report-rora", "score-rora", "report"]
     record = json.loads((Path(result["run_dir"]) / "run.json").read_text())
     assert {f"rora_phi:{source}" for source in SOURCES} <= set(record["artifacts"])
     cf = pl.read_parquet(record["artifacts"]["counterfactuals:leaky"]["uri"])

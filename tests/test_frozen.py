@@ -237,7 +237,7 @@ def test_the_runs_tokenizer_step_builds_the_output_vocabulary_from_every_split(c
     from storage import ArtifactStore
     from storage.ref import ArtifactRef
     from storage.store import sha256_bytes
-    from tasks.runner import StepRunner
+    from tasks.runtime.runner import StepRunner
     from tasks.training import new_run_evaluator, train_tokenizer
 
     store = ArtifactStore(tmp_path / "store")

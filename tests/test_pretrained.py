@@ -197,7 +197,7 @@ def test_a_label_is_scored_on_its_own_tokens_not_the_decoder_start(tiny_minilm):
 def test_cache_keys_follow_the_starting_weights(tiny_minilm, tmp_path):
     """A step built on pretrained weights reruns when they change: the weights' sha256 is in its cache key (the
     embedded model's key holds its config values only, as before)."""
-    from tasks.cache import canonical, step_fingerprint
+    from tasks.runtime.cache import canonical, step_fingerprint
 
     def key(model: ModelConfig) -> str:
         return step_fingerprint("train", "code", {"model": model, "train": TrainConfig()})

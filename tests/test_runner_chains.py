@@ -10,9 +10,9 @@ from prefect import flow
 
 from larev.errors import ConfigError
 from storage import ArtifactStore
-from tasks.cache import larev_task
-from tasks.outputs import put_bytes
-from tasks.runner import StepRunner
+from tasks.runtime.cache import larev_task
+from tasks.runtime.outputs import put_bytes
+from tasks.runtime.runner import StepRunner
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 BARRIER: dict[str, threading.Barrier] = {}

@@ -89,7 +89,7 @@ def test_planted_secrets_reach_no_output(s3_server, gemini, tmp_path, monkeypatc
 
 
 def test_result_storage_settings_never_carry_credentials():
-    from tasks.results import _without_secrets
+    from tasks.runtime.results import _without_secrets
 
     options = {"key": "AKIA", "secret": "s3cr3t", "anon": False,
                "client_kwargs": {"endpoint_url": "http://minio:9000", "aws_secret_access_key": "s3cr3t",

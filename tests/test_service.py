@@ -24,8 +24,8 @@ from larev.errors import LarevError
 from larev.methods.leakage_aware.config import LarevConfig
 from larev.methods.rora.config import RoraConfig
 from storage import ArtifactStore
-from tasks import remote
-from tasks.runner import StepError, StepRunner
+from tasks.runtime import remote
+from tasks.runtime.runner import StepError, StepRunner
 from tasks.inbox import ledger_key
 from tasks.rev import train_model
 from tests.test_flows import ALL_STEPS, METRICS, tiny_params

@@ -13,7 +13,7 @@ from flows.score import ScoreParams, score_rationales
 from larev.errors import InputError
 from larev.data.variants import bulk_rationales
 from storage import ArtifactStore
-from tasks.sharding import ScaleOutConfig, shard_bounds
+from tasks.runtime.sharding import ScaleOutConfig, shard_bounds
 from tests.test_flows import METRICS
 
 KEY = ["metric", "id", "source"]

@@ -16,7 +16,7 @@ from larev.stress.addtext.config import AddTextConfig
 from larev.errors import InputError
 from larev.stress.ftc.config import FtcConfig
 from larev.methods.rora.config import model_source
-from tasks.sharding import ScaleOutConfig
+from tasks.runtime.sharding import ScaleOutConfig
 from tests.test_flows import METRICS
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

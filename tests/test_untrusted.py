@@ -23,10 +23,10 @@ from larev.llm import HFSeq2SeqGenerator
 from larev.models.evaluator import load_evaluator, load_hf_checkpoint, save_evaluator
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.outputs import put_bytes
-from tasks.results import RESULT_SERIALIZER, UntrustedResultError
-from tasks.runner import StepRunner
+from tasks.runtime.cache import larev_task
+from tasks.runtime.outputs import put_bytes
+from tasks.runtime.results import RESULT_SERIALIZER, UntrustedResultError
+from tasks.runtime.runner import StepRunner
 from tests.helpers import tiny_evaluator
 
 
@@ -133,7 +133,7 @@ def test_planted_cache_record_is_ignored_and_the_step_reruns(tmp_path, monkeypat
     assert not cached and ECHO_CALLS == ["hello"]
     record_file = only_record(root)
     record = json.loads(record_file.read_text())
-    assert record["metadata"]["serializer"]["object_decoder"] == "tasks.results.safe_object_decoder"
+    assert record["metadata"]["serializer"]["object_decoder"] == "tasks.runtime.results.safe_object_decoder"
     assert '"__class__": "storage.ref.ArtifactRef"' in record["result"]
     again, cached = echo_flow(str(root), "hello")
     assert cached and ECHO_CALLS == ["hello"] and again == first  # a genuine record is served

@@ -94,7 +94,7 @@ def show(args) -> int:
 
 def cache_verify(args) -> int:
     from storage import ArtifactStore
-    from tasks import cache_audit
+    from tasks.runtime import cache_audit
 
     store = ArtifactStore(args.store)
     statuses = cache_audit.verify(store)
@@ -174,6 +174,7 @@ def bench_quality(args) -> int:
     """The whole protocol on one train/test pair; results.json, results.md, results.csv and separations.png in
     --out. With --from-run, only the outputs are rebuilt from a finished run. QA runs also score the restating
     gold rationales with their answer masked (the natural-leakage table)."""
+    from flows.metrics import bench_lines, with_controls, with_metrics
     from larev.bench.quality import write_quality_outputs
 
     if args.metrics is not None and args.params is not None:
@@ -189,7 +190,8 @@ def bench_quality(args) -> int:
         seconds = json.loads(previous.read_text()).get("seconds") if previous.exists() else None
         leakage = run_leakage(run_dir)
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
-                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir), leakage=leakage)
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir), leakage=leakage,
+                              lines_of=bench_lines)
         _report_rows(args, run_dir, out, title=run_dir.name, seconds=seconds, leakage=leakage)
         print_results(str(run_dir))
     elif args.seeds > 1 or args.first_seed:
@@ -204,7 +206,8 @@ def bench_quality(args) -> int:
         run_dir = Path(result["run_dir"])
         leakage = run_leakage(run_dir)
         write_quality_outputs(run_dir, out, title=f"larev bench quality: {args.params.run_name}", seconds=seconds,
-                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir), leakage=leakage)
+                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir), leakage=leakage,
+                              lines_of=bench_lines)
         _report_rows(args, run_dir, out, title=args.params.run_name, seconds=seconds, leakage=leakage)
         print_results(str(run_dir), result["steps"], seconds)
         if args.human:
@@ -244,25 +247,10 @@ def bench_human(args) -> int:
     return 0
 
 
-def with_controls(params):
-    """The pipeline parameters with every LAREV control switched on (`bench quality --controls`)."""
-    from larev.methods.leakage_aware.config import CONTROLS
-
-    if not params.larev.enabled:
-        raise SystemExit("error: --controls are LAREV's controls; they need the larev metric (--metrics ...,larev)")
-    return params.model_copy(update={"larev": params.larev.model_copy(update={"controls": list(CONTROLS)})})
-
-
-def with_metrics(params, metrics: list[str]):
-    """The pipeline parameters with only the named metrics switched on (REV always; RORA, RQ and LAS together)."""
-    return params.model_copy(update={
-        "larev": params.larev.model_copy(update={"enabled": "larev" in metrics}),
-        "rora": params.rora.model_copy(update={"enabled": bool({"rora", "rq", "las"} & set(metrics))})})
-
-
 def _bench_seeds(args, out: Path) -> dict:
     """`bench quality --seeds N [--first-seed K]`: the protocol once per seed offset K..K+N-1 (run name
     <name>-seed<i>, outputs in OUT/seed-<i>), then results.json / results.md over every seed in OUT (returned)."""
+    from flows.metrics import bench_lines
     from flows.pipeline import larev_pipeline
     from larev.bench.quality import reseeded, write_quality_outputs, write_seed_summary
 
@@ -279,38 +267,41 @@ def _bench_seeds(args, out: Path) -> dict:
         leakage = run_leakage(run_dir)
         write_quality_outputs(run_dir, seed_out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
                               n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir) if seed == 0 else None,
-                              leakage=leakage)
+                              leakage=leakage, lines_of=bench_lines)
         _report_rows(args, run_dir, out, title=params.run_name, seconds=seconds, seed=seed, leakage=leakage)
         print_results(str(run_dir), result["steps"], seconds)
     for name, _ in args.report_rows or []:
-        write_seed_summary(out / name, title=f"larev bench quality: {args.params.run_name}, {name} rows")
-    return write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}")
+        write_seed_summary(out / name, title=f"larev bench quality: {args.params.run_name}, {name} rows",
+                           lines_of=bench_lines)
+    return write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}", lines_of=bench_lines)
 
 
 def _report_rows(args, run_dir: Path, out: Path, *, title: str, seconds: float | None, seed: int | None = None,
                  leakage: dict | None = None):
     """`--report-rows NAME=START:STOP`: the results of those test rows alone in OUT/NAME (OUT/NAME/seed-<i>);
     `leakage`: the run's leakage entry (`run_leakage`), the same for every row range."""
+    from flows.metrics import bench_lines
     from larev.bench.quality import write_quality_outputs
 
     for name, rows in args.report_rows or []:
         dest = out / name if seed is None else out / name / f"seed-{seed}"
         write_quality_outputs(run_dir, dest, title=f"larev bench quality: {title}, {name} rows "
                               f"({rows.start or ''}:{rows.stop or ''} of the test split)", seconds=seconds,
-                              n_boot=args.bootstrap, rows=rows, leakage=leakage)
+                              n_boot=args.bootstrap, rows=rows, leakage=leakage, lines_of=bench_lines)
 
 
 def run_leakage(run_dir: Path) -> dict:
-    """results.json's "leakage" entry of a finished run directory (`leakage_results`), its diagnostic tables read
-    from the run's artifact store; {} without a run.json."""
-    from larev.bench.quality import leakage_results
+    """results.json's "leakage" entry of a finished run directory: every metric's bench summary
+    (flows/metrics.py `bench_summaries`), its diagnostic tables read from the run's artifact store; {} without a
+    run.json."""
+    from flows.metrics import bench_summaries
     from storage import ArtifactStore
     from tasks.export import RUN_FILE, read_run
 
     if not (run_dir / RUN_FILE).exists():
         return {}
     run = read_run(run_dir)
-    return leakage_results(run["artifacts"], ArtifactStore(run["artifact_root"]))
+    return bench_summaries(run["artifacts"], ArtifactStore(run["artifact_root"]))
 
 
 # Runs a command and reports its peak RSS. A child's ru_maxrss also counts the image it was forked from (Linux
@@ -344,13 +335,12 @@ def _timed_run(argv: list[str], log: Path | None = None) -> tuple[float, float]:
     return seconds, int(peak.group(1)) / 1024**2
 
 
-FULL_PROTOCOL = {"rev", "larev", "rora", "rq", "las"}
-
-
 def seed_minutes(path: Path, dataset: str = "esnli") -> dict:
     """Wall minutes per seed of a `larev bench quality` results.json: DATASET_seed_minutes when it ran every metric,
     DATASET_rev_larev_seed_minutes when it ran REV and LAREV alone (`--metrics rev,larev`); dataset esnli or cose
     (the option it came from)."""
+    from flows.metrics import all_score_names
+
     if not path.is_file():
         raise SystemExit(f"error: --{dataset}-results {path}: no such file (run `larev bench quality` first)")
     quality = json.loads(path.read_text())
@@ -358,7 +348,7 @@ def seed_minutes(path: Path, dataset: str = "esnli") -> dict:
     seeds = len(quality.get("seeds") or [0])
     if quality.get("seconds") is None:
         raise SystemExit(f"error: {path} records no wall time ('seconds')")
-    if metrics >= FULL_PROTOCOL:
+    if metrics >= all_score_names():
         key = f"{dataset}_seed_minutes"
     elif metrics == {"rev", "larev"}:
         key = f"{dataset}_rev_larev_seed_minutes"
@@ -439,7 +429,7 @@ def bench_memory(args) -> int:
     import tempfile
 
     from flows.scale_bench import measure_memory, print_memory_report, tiny_run
-    from tasks.sharding import prefect_api_url
+    from tasks.runtime.sharding import prefect_api_url
 
     sizes = [int(n) for n in args.rows.split(",") if n.strip()]
     _wait_for_api(args)

@@ -31,7 +31,7 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
     for note in diagnose(summary):
         print(f"\nNote: {note}")
     if steps:
-        from tasks.runner import StepRecord
+        from tasks.runtime.runner import StepRecord
 
         ran = sum(not s.cached for s in steps if isinstance(s, StepRecord))
         print(f"\nSteps ({len(steps) - ran} cached, {ran} ran):")

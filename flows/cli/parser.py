@@ -43,19 +43,6 @@ PIPELINE = [
     Option("--train-seed", "train.seed"),
     Option("--device", "train.device"),
     Option("--normalisation", "score.normalisation"),
-    Option("--no-larev", "larev.enabled", const=False, help="REV only: skip LAREV's steps"),
-    Option("--lambda-irm", "larev.objective.lambda_irm"),
-    Option("--lambda-probe", "larev.objective.lambda_probe"),
-    Option("--irm-on", "larev.objective.irm_on"),
-    Option("--ablations", "larev.ablations"),
-    Option("--antonyms", "larev.antonyms.backend"),
-    Option("--ig-steps", "larev.attribution.n_steps"),
-    Option("--la-epochs", "larev.la_train.epochs", help="phi_LA epochs (more on a small training set, to reach "
-           "larev.la_min_steps optimizer steps; --set larev.la_min_steps=0 trains exactly these)"),
-    Option("--no-rora", "rora.enabled", const=False, help="skip RORA, RQ and LAS"),
-    Option("--rora-train-on", "rora.train_on"),
-    Option("--rora-lambda", "rora.objective.lambda_irm", help="RORA: IRM weight of Phi"),
-    Option("--rora-threshold", "rora.detection.threshold"),
     Option("--gpu-deployment", "gpu_deployment"),
     Option("--no-progress", "progress", const=False, help="no progress bars"),
     *SCALE_OUT,
@@ -95,12 +82,13 @@ STRESS_COMMON = [*WITH_RUN, Option("--sources", "sources")]
 @cache
 def commands() -> dict[str, Command]:
     """Each config-built command's parameter model and options (imported on first use: --help stays fast)."""
+    from flows.metrics import METRICS
     from flows.pipeline import PipelineParams
     from flows.rescore import RescoreParams
     from flows.score import ScoreParams
     from flows.stress import StressParams
 
-    pipeline = Command(PipelineParams, PIPELINE, adjust=pipeline_assignments)
+    pipeline = Command(PipelineParams, [*PIPELINE, *metric_options(METRICS)], adjust=pipeline_assignments)
     return {
         "run": pipeline,
         "bench quality": pipeline,
@@ -144,16 +132,26 @@ def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentPars
     return p
 
 
-METRIC_NAMES = ("rev", "larev", "rora", "rq", "las")
+def metric_options(metrics) -> list[Option]:
+    """Each metric's own switches (its `cli_options`), bound to its section of the pipeline parameters."""
+    return [Option(o.flag, f"{m.section}.{o.field}", help=o.help, **({"const": o.const} if o.is_switch else {}))
+            for m in metrics for o in m.cli_options]
+
+
+def metric_names() -> list[str]:
+    """What `--metrics` accepts: the score names of every registered metric (flows/metrics.py), in order."""
+    from flows.metrics import METRICS
+
+    return [name for m in METRICS for name in m.names()]
 
 
 def _metric_list(text: str) -> list[str]:
-    """An argparse type: comma-separated metric names, each one of METRIC_NAMES."""
+    """An argparse type: comma-separated metric names, each one of `metric_names()`."""
+    known = metric_names()
     names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in METRIC_NAMES]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown metric(s) {unknown or [text]}; choose from "
-                                         f"{', '.join(METRIC_NAMES)}")
+        raise argparse.ArgumentTypeError(f"unknown metric(s) {unknown or [text]}; choose from {', '.join(known)}")
     return names
 
 
@@ -232,9 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "over seeds with their sd, and each seed's outputs go to OUT/seed-<i>. The stress "
                               "tests run on seed 0 only")
     quality.add_argument("--metrics", type=_metric_list, default=None,
-                         help="train and score only these metrics' steps, comma-separated from rev, larev, rora, rq, "
-                              "las (default: all). REV always runs (LAREV is scored against its phi_base); rora, rq "
-                              "and las share RORA's models, so naming one runs all three")
+                         help=f"train and score only these metrics' steps, comma-separated from "
+                              f"{', '.join(metric_names())} (default: all). REV always runs (LAREV is scored "
+                              "against its phi_base); metrics that share a parameter section (rora, rq and las: "
+                              "RORA's models) run together, so naming one runs them all")
     quality.add_argument("--controls", action="store_true",
                          help="also train and score LAREV's controls with its estimator, same seeds: erm_envs (phi_LA "
                               "by ERM over the same environments, no IRM, no probe), phi (REV's phi in phi_LA's "

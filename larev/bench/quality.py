@@ -10,11 +10,12 @@ control_NAME) are kept apart from the metrics: "controls": {NAME: {"scores", "ac
 With the stress tests (`larev ftc` / `larev addtext` on the gold rationales), also
 "ftc": {"task_model", "extractor", "alpha", "n_examples", "n", "n_extracted", "ftc_delta", "ftc_kl",
         "ftc_wasserstein", "by_case": {CASE: {...}}, "unextracted_reasons": {REASON: int}} and
-"addtext": {METRIC: {KIND: {"mean_shift", "rise_share", "n"}, "all": {...}}}, and "leakage": what the leakage
-spans removed ({"larev": {"e3_coverage", "span_recall", "residual_accuracy", "residual_before", "reference",
-"residual_reads" (form: b without x; baseline: the whole b), "residual_with_input", "accuracy_x", "hypothesis_only",
-"chance", "converged", "reliance_phi", "reliance_phi_la"}, "rora": {SOURCE: {"residual_accuracy",
-"accuracy_unmasked", "chance", "residual_gain"}}}).
+"addtext": {METRIC: {KIND: {"mean_shift", "rise_share", "n"}, "all": {...}}}, and "leakage": each metric's bench
+summary (its `bench_summary` hook, tasks/metric.py), for LAREV and RORA what their leakage spans removed
+({"larev": {"e3_coverage", "span_recall", "residual_accuracy", "residual_before", "reference", "residual_reads"
+(form: b without x; baseline: the whole b), "residual_with_input", "accuracy_x", "hypothesis_only", "chance",
+"converged", "reliance_phi", "reliance_phi_la"}: larev/methods/leakage_aware/bench.py; "rora": {SOURCE:
+{"residual_accuracy", "accuracy_unmasked", "chance", "residual_gain"}}: larev/methods/rora/bench.py}).
 QA runs (`larev bench quality --task qa`) also score the restating gold rationales with their answer masked:
 "natural_leakage": {METRIC: {"restating", "restating_masked", "non_restating", "share", "restating_minus_masked",
 "ci": {QUANTITY: [lo, hi]}}} (larev/data/restating.py says what restating means).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -37,9 +39,13 @@ from pydantic import BaseModel
 from larev.errors import ConfigError
 from larev.metrics.bootstrap import bootstrap_intervals
 from larev.metrics.scores import CONTROL_PREFIX, VARIANTS, separations, summarise, unread_variants
-from larev.reports import (json_number, markdown_table, reading_sentence, separation_plot, separation_table,
-                           with_interval)
+from larev.reports import (figures_lines, json_number, markdown_table, reading_sentence, separation_plot,
+                           separation_table, with_interval)
 from larev.run_files import TEST_SPLIT_FILE
+
+#: writes one metric's bench summary as results.md lines: (metric name, its summary) -> lines (the registry's
+#: `bench_markdown` hooks, passed in by the CLI; larev/ does not import the registry)
+SummaryLines = Callable[[str, dict], list[str]]
 
 
 # results.md's separation columns
@@ -187,7 +193,8 @@ def controls_table(results: dict, *, cell=None) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str:
+def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str,
+                     lines_of: SummaryLines | None = None) -> str:
     """The per-variant table first (absolute scores, zero-relative scores, what the evaluator reads), one sentence
     per metric, the controls, then the separations with their sum (95 % intervals when the results carry them)."""
     metrics = list(results["scores"])
@@ -227,35 +234,15 @@ def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str) -> str
               "of the three the evaluator reads; unread: variants read at chance (flagged, not counted).", "",
               markdown_table(seps) if seps.height else markdown_table(separation_table(summary)), "",
               *natural_leakage_markdown(results.get("natural_leakage", {})),
-              *leakage_markdown(results.get("leakage", {}))]
+              *leakage_markdown(results.get("leakage", {}), lines_of)]
     return "\n".join(lines)
 
 
-def leakage_markdown(leakage: dict) -> list[str]:
-    """The "leakage" entry as a short section (nothing when it is empty)."""
-    lines = []
-    if "larev" in leakage:
-        la = leakage["larev"]
-
-        def fmt(key: str) -> str:
-            return "n/a" if la.get(key) is None else f"{la[key]:.3f}"
-
-        reads = ("b's form (x's clauses as placeholders)" if la.get("residual_reads") == "form" else "b")
-        lines += ["## What LAREV's leakage spans removed", "",
-                  f"Fresh probe on the training split's {reads}: {fmt('residual_before')} unmasked, "
-                  f"{fmt('residual_accuracy')} with the spans masked; on the whole masked b "
-                  f"{fmt('residual_with_input')}, on x alone {fmt('accuracy_x')}, on the hypothesis alone "
-                  f"{fmt('hypothesis_only')}; chance {fmt('chance')}. Span recall {fmt('span_recall')}, E3 coverage "
-                  f"{fmt('e3_coverage')}" + ("" if la.get("converged", True) else "; the span rule hit its size cap")
-                  + ".", "",
-                  f"Reliance on the spans, mean log p(y | no rationale, b) - log p(y | no rationale, masked b) over "
-                  f"the validation rows: phi {fmt('reliance_phi')}, phi_LA {fmt('reliance_phi_la')} nats (LAREV "
-                  "aims to make phi_LA's smaller).", ""]
-    if "rora" in leakage:
-        rows = [{"source": s, **v} for s, v in leakage["rora"].items()]
-        lines += ["## What RORA's leaky spans left (probe accuracy on the masked rationales)", "",
-                  markdown_table(pl.DataFrame(rows)), ""]
-    return lines
+def leakage_markdown(leakage: dict, lines_of: SummaryLines | None = None) -> list[str]:
+    """The "leakage" entry (each metric's bench summary) as results.md sections, one per metric, each written by
+    `lines_of(metric, summary)` (the metric's own `bench_markdown`; default: a table of its figures)."""
+    lines_of = lines_of or (lambda metric, summary: figures_lines(f"{metric}: bench summary", summary))
+    return [line for metric, summary in leakage.items() for line in lines_of(metric, summary)]
 
 
 def rows_of_test_split(run_dir: Path, rows: slice) -> list[str]:
@@ -273,13 +260,13 @@ def rows_of_test_split(run_dir: Path, rows: slice) -> list[str]:
 
 def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: float | None, n_boot: int,
                           stress_dir: Path | None = None, rows: slice | None = None,
-                          leakage: dict | None = None) -> None:
+                          leakage: dict | None = None, lines_of: SummaryLines | None = None) -> None:
     """results.json / results.md / results.csv (bootstrap intervals) and separations.png in `out` from a finished
     run directory, with the FTC and AddText results of `stress_dir` (a `stress-test` flow's output) when given.
     rows: only the test rows at these positions of the run's test split (`rows_of_test_split`; e.g. a tuning
     split and a test split scored by one training), their summary recomputed from the scores.
-    leakage: results.json's "leakage" entry, `leakage_results` of the run's artifacts, read by the caller from the
-    run's artifact store (None or empty: no such entry)."""
+    leakage: results.json's "leakage" entry, every metric's bench summary of the run, read by the caller from the
+    run's artifact store (None or empty: no such entry); lines_of: how results.md writes each (`leakage_markdown`)."""
     scores = pl.read_parquet(run_dir / "scores.parquet")
     if rows is None:
         summary = pl.read_parquet(run_dir / "summary.parquet")
@@ -294,7 +281,7 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     natural = natural_leakage_results(scores, n_boot=n_boot)
     if natural:
         results["natural_leakage"] = natural
-    markdown = quality_markdown(summary, results, title=title)
+    markdown = quality_markdown(summary, results, title=title, lines_of=lines_of)
     out.mkdir(parents=True, exist_ok=True)
     if stress_dir is not None:
         ftc, shift = stress_dir / "ftc.json", stress_dir / "addtext_shift.parquet"
@@ -380,67 +367,6 @@ def natural_leakage_markdown(natural: dict) -> list[str]:
 # ----------------------------------------------------------------------------------------------- leakage and seeds
 
 
-def leakage_results(artifacts: dict, store) -> dict:
-    """results.json's "leakage" entry from a finished run's diagnostic tables (empty parts left out): `artifacts`
-    is its run.json's (name -> {"key": ...}), `store` its artifact store (`read_parquet(key)`, `get_dir(key)`).
-
-    larev: E3 coverage (share of rows with a leakage span that have an E3), span recall against the known label
-    phrases, the probe's residual accuracy on the masked b before/after, the probe on x (reference) and chance,
-    and how much phi and phi_LA read the label from the spans (reliance, nats, validation rows).
-    rora: per source, the probe's accuracy on the masked rationales, unmasked, and chance; residual_gain: the
-    probe on (x, masked r) minus the same probe on x (RORA's residual rule; null with rule='threshold').
-    """
-    from larev.methods.leakage_aware.environments import ANTONYM, coverage
-
-    out: dict = {}
-    if "leakage_spans" in artifacts:
-        row = store.read_parquet(artifacts["leakage_spans"]["key"]).row(0, named=True)
-        larev = {"residual_accuracy": json_number(row["residual_after"]),
-                 "residual_before": json_number(row["residual_before"]), "reference": json_number(row["reference"]),
-                 "residual_reads": row.get("residual_reads", "baseline"),
-                 "residual_with_input": json_number(row.get("residual_with_input")),
-                 "accuracy_x": json_number(row.get("accuracy_x", row["reference"])),
-                 "hypothesis_only": json_number(row.get("hypothesis_only")),
-                 "chance": json_number(row["chance"]), "span_recall": json_number(row["span_recall"]),
-                 "converged": bool(row["converged"]), "chosen": row["chosen"]}
-        if "environments" in artifacts:
-            envs = store.read_parquet(artifacts["environments"]["key"])
-            larev["e3_coverage"] = json_number(coverage(envs).get(ANTONYM))
-            if {"phi", "larev", "examples"} <= set(artifacts):
-                larev |= _reliance(store, artifacts, envs)
-        out["larev"] = larev
-    rora = {}
-    for name, ref in artifacts.items():
-        if name.startswith("rora_leakage:"):
-            row = store.read_parquet(ref["key"]).row(0, named=True)
-            rora[name.split(":", 1)[1]] = {
-                "residual_accuracy": json_number(row["accuracy_masked"]),
-                "accuracy_unmasked": json_number(row["accuracy_unmasked"]), "chance": json_number(row["chance"]),
-                "residual_gain": json_number(row.get("residual_gain"))}
-    if rora:
-        out["rora"] = rora
-    return out
-
-
-def _reliance(store, artifacts: dict, envs: pl.DataFrame) -> dict:
-    """phi's and phi_LA's reliance on b's leakage spans (larev/methods/leakage_aware/reliance.py) over the
-    validation rows that have a span."""
-    from larev.methods.leakage_aware.environments import MASKED, ORIGINAL
-    from larev.methods.leakage_aware.reliance import leakage_reliance
-    from larev.models.evaluator import load_evaluator
-    from larev.schema import label_sets
-
-    examples = store.read_parquet(artifacts["examples"]["key"]).filter(pl.col("split") == "validation")
-    wide = (envs.filter(pl.col("term").is_not_null()).pivot(on="env", index="id", values="baseline")
-            .join(examples, on="id", how="inner"))
-    if wide.is_empty():  # no validation row has a span: nothing to measure
-        return {"reliance_phi": None, "reliance_phi_la": None}
-    args = (wide[ORIGINAL].to_list(), wide[MASKED].to_list(), wide["label"].to_list(), label_sets(wide))
-    return {f"reliance_{name}": leakage_reliance(load_evaluator(store.get_dir(artifacts[key]["key"]), device="cpu"),
-                                                 *args)
-            for name, key in (("phi", "phi"), ("phi_la", "larev"))}
-
-
 def reseeded(config: BaseModel, offset: int) -> BaseModel:
     """`config` with every `seed` field moved by `offset` (model initialisation, data order, the paraphraser, the
     antonym and probe draws), except the data generator's: a seed changes training, not the data."""
@@ -522,14 +448,27 @@ def combine_seeds(per_seed: dict[int, dict]) -> dict:
                                                            "separations": r["controls"][name]["separations"]}
                                                   for s, r in zip(seeds, results)},
                                      "seed_sd": sd.get("c", {})}
-    if all("leakage" in r and "larev" in r["leakage"] for r in results):
-        larev, _ = _combine([{"larev": {k: v for k, v in r["leakage"]["larev"].items() if not isinstance(v, str)}}
-                             for r in results])
-        out["leakage"] = {"larev": larev["larev"]}
+    leakage = {m: mean_figures([r["leakage"][m] for r in results])
+               for m in results[0].get("leakage", {}) if all(m in r.get("leakage", {}) for r in results)}
+    if leakage:
+        out["leakage"] = leakage
     return out
 
 
-def seeds_markdown(results: dict, *, title: str) -> str:
+def mean_figures(per_seed: list[dict]) -> dict:
+    """The mean over seeds of every number in a nested mapping of figures (a flag: the share of seeds where it
+    holds); text and missing values left out."""
+    out = {}
+    for key, value in per_seed[0].items():
+        values = [s.get(key) for s in per_seed]
+        if isinstance(value, dict):
+            out[key] = mean_figures([v if isinstance(v, dict) else {} for v in values])
+        elif all(isinstance(v, (int, float)) or v is None for v in values):
+            out[key] = _mean_sd(values)[0]
+    return out
+
+
+def seeds_markdown(results: dict, *, title: str, lines_of: SummaryLines | None = None) -> str:
     """results.md of a multi-seed run: the per-variant table and the controls (mean ± sd over seeds) first, then
     the separations, the per-seed separations, what the numbers cover."""
     seeds = results["seeds"]
@@ -593,22 +532,19 @@ def seeds_markdown(results: dict, *, title: str) -> str:
               "reads; unread: variants read at chance in some seed (flagged, not counted).", "",
               markdown_table(seps), "",
               "## Separations per seed", "", markdown_table(per_seed), ""]
-    leak = results.get("leakage", {}).get("larev")
-    if leak:
-        converged = leak.get("converged")
-        lines += ["## LAREV leakage spans (means over seeds)", "",
-                  ", ".join(f"{k} {v:.3f}" for k, v in leak.items() if isinstance(v, (int, float)) and k != "converged")
-                  + ("" if converged is None else
-                     f"; the span rule converged in {round(converged * len(seeds))} of {len(seeds)} seeds") + ".", ""]
+    if results.get("leakage"):
+        lines += ["Each metric's bench summary below: means over seeds.", "",
+                  *leakage_markdown(results["leakage"], lines_of)]
     return "\n".join(lines)
 
 
-def write_seed_summary(out: Path, *, title: str) -> dict:
+def write_seed_summary(out: Path, *, title: str, lines_of: SummaryLines | None = None) -> dict:
     """results.json / results.md over every OUT/seed-<i>/results.json (so a later `--first-seed` run extends the
     study); returns the combined results."""
     per_seed = {int(d.name.split("-", 1)[1]): json.loads((d / "results.json").read_text())
                 for d in out.glob("seed-*") if d.name.split("-", 1)[1].isdigit() and (d / "results.json").exists()}
     combined = combine_seeds(per_seed)
     (out / "results.json").write_text(json.dumps(combined, indent=2))
-    (out / "results.md").write_text(seeds_markdown(combined, title=f"{title}, {len(per_seed)} seeds"))
+    (out / "results.md").write_text(seeds_markdown(combined, title=f"{title}, {len(per_seed)} seeds",
+                                                   lines_of=lines_of))
     return combined

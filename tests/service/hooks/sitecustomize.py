@@ -12,7 +12,7 @@ _marker = os.environ.get("LAREV_TEST_PAUSE_MARKER")
 if _marker and not os.path.exists(_marker):
     import time
 
-    from tasks.checkpoints import StoreCheckpointer
+    from tasks.runtime.checkpoints import StoreCheckpointer
 
     _save = StoreCheckpointer.save
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from larev.errors import ConfigError, LarevError
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import rebased
-from tasks.results import result_storage_for
+from tasks.runtime.cache import rebased
+from tasks.runtime.results import result_storage_for
 
 if TYPE_CHECKING:
-    from tasks.sharding import ScaleOutConfig
+    from tasks.runtime.sharding import ScaleOutConfig
 
 logger = logging.getLogger("larev.steps")
 T = TypeVar("T")
@@ -48,7 +48,7 @@ class StepRunner:
     travel with the artifacts, local or S3) and returns the task's result.
 
     gpu_deployment: a deployment of the `larev-step` flow on a GPU work pool ('larev-step/larev-step-gpu').
-    When set, GPU stages run there (tasks/remote.py) and the local call is then served from the cache; when
+    When set, GPU stages run there (tasks/runtime/remote.py) and the local call is then served from the cache; when
     None, every step runs in this process.
     """
 
@@ -67,7 +67,7 @@ class StepRunner:
             raise ConfigError("refresh cannot be combined with a gpu_deployment: the GPU pool's worker would "
                               "still serve its steps from the cache")
         self._storage = result_storage_for(self.store)
-        self._sharding = None  # tasks.sharding.ShardedScoring, opened by the first sharded score step
+        self._sharding = None  # tasks.runtime.sharding.ShardedScoring, opened by the first sharded score step
         self._shards: dict[str, list[ArtifactRef]] = {}  # rationale table digest -> its shards
 
     def __enter__(self) -> "StepRunner":
@@ -174,7 +174,7 @@ class StepRunner:
         if not isinstance(rationales, list) and not (self.scale_out and self.scale_out.enabled):
             return self.run(task_obj, *args, rationales=rationales, step_label=step_label, **kwargs)
         args, kwargs = self.bind(task_obj, args, kwargs)
-        from tasks.sharding import ScaleOutConfig, ShardedScoring, concat_scores, split_rationales
+        from tasks.runtime.sharding import ScaleOutConfig, ShardedScoring, concat_scores, split_rationales
 
         started = time.perf_counter()
         label = step_label or task_obj.name
@@ -219,7 +219,7 @@ class StepRunner:
             return False
 
     def _run_on_gpu_pool(self, task_obj, label: str, arguments: dict[str, Any]) -> None:
-        from tasks import remote
+        from tasks.runtime import remote
 
         parameters = {"params": {"task": remote.task_ref(task_obj), "label": label,
                                  "arguments": remote.encode_arguments(task_obj, arguments)}}

@@ -2,7 +2,7 @@
 
 Cache key of a step = sha256 over
   - the step name and its code version: a digest of the source of the step's module and of every project module it
-    imports, transitively (tasks/source_graph.py), and of larev's version,
+    imports, transitively (tasks/runtime/source_graph.py), and of larev's version,
   - each input artifact's content digest (ArtifactRef.digest), each config's values, each plain argument.
 The same key names the step's output folder `<root>/<step>/<key>/...`, so outputs are content-addressed by
 what produced them, and a second run with the same inputs is served from Prefect's cache (persisted as JSON in
@@ -16,7 +16,7 @@ key, never by the absolute URI an earlier run recorded.
 
 Beside each cache record a step writes its step record (`<root>/_prefect/steps/<key>.json`: the step, its task,
 the code version with the digest of every module in it, and its arguments as they entered the key), which lets
-`larev cache verify` tell which entries today's code can still reach (tasks/cache_audit.py).
+`larev cache verify` tell which entries today's code can still reach (tasks/runtime/cache_audit.py).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from pydantic import BaseModel
 
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.results import RESULT_SERIALIZER
-from tasks.source_graph import StepCode, step_code
+from tasks.runtime.results import RESULT_SERIALIZER
+from tasks.runtime.source_graph import StepCode, step_code
 
 logger = logging.getLogger("larev.steps")
 
@@ -199,7 +199,7 @@ def write_step_record(store: ArtifactStore, step: str, task_name: str, fingerpri
     module's digest, the arguments as they entered the key) and the digests of what it wrote, for `larev cache
     verify`. A record that cannot be written costs only that check (the entry then counts as unverifiable), not the
     step."""
-    from tasks.source_graph import larev_version
+    from tasks.runtime.source_graph import larev_version
 
     record = {"step": step, "key": fingerprint, "task": task_name, "code": code.version,
               "larev_version": larev_version(), "modules": code.modules, "args": key_arguments(arguments),
@@ -215,7 +215,7 @@ def write_step_record(store: ArtifactStore, step: str, task_name: str, fingerpri
 def larev_task(step: str, *, gpu: bool = False, **task_options):
     """Declare a cached larev step: a Prefect task keyed by `ArtifactCachePolicy`, results persisted as JSON.
 
-    The step's code version is found from its module's imports (tasks/source_graph.py): nothing to list by hand.
+    The step's code version is found from its module's imports (tasks/runtime/source_graph.py): nothing to list by hand.
     `gpu`: a GPU stage (training, attribution, generation): sent to the GPU work pool when the flow has one.
     """
 

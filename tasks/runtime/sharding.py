@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 import larev.metrics.scores as scores_mod
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import larev_task
-from tasks.outputs import put_file, put_table, stacked_parquet
+from tasks.runtime.cache import larev_task
+from tasks.runtime.outputs import put_file, put_table, stacked_parquet
 
 log = logging.getLogger("larev.steps")
 
@@ -179,7 +179,7 @@ class ShardedScoring:
     @property
     def runner(self):
         if self._runner is None:
-            from tasks.dask_worker import ProjectImports
+            from tasks.runtime.dask_worker import ProjectImports
 
             runner = self._stack.enter_context(self.config.task_runner())
             with worker_start_environment(self.config.worker_start_environment()):

@@ -1,6 +1,6 @@
 """Which project source a step runs: the modules it imports, transitively, found by reading their source.
 
-A step's code version (tasks/cache.py) is a digest of the source of the step's own module and of every project
+A step's code version (tasks/runtime/cache.py) is a digest of the source of the step's own module and of every project
 module that module imports, directly or through others, at module level or inside a function, plus larev's
 version. Nothing is imported to find them: each module's file is parsed (`ast`) and its `import` / `from ... import`
 statements are resolved to files under the project packages. The graph is built once per process and memoised.

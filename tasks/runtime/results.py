@@ -46,7 +46,7 @@ def _record_being_read() -> str:
         policy = getattr(ctx.task, "cache_policy", None)
         storage = getattr(ctx.result_store, "result_storage", None)
         base = getattr(storage, "basepath", None)
-        if getattr(policy, "step", None) and base:  # a larev step's policy (tasks/cache.py ArtifactCachePolicy)
+        if getattr(policy, "step", None) and base:  # a larev step's policy (tasks/runtime/cache.py ArtifactCachePolicy)
             where = f"cache record {str(base).rstrip('/')}/{policy.compute_key(None, ctx.parameters or {}, {})}"
         return f"{where} of step {ctx.task.name!r}"
     except Exception:  # noqa: BLE001 - only for the message
@@ -91,7 +91,7 @@ def safe_object_decoder(obj: dict[str, Any]) -> Any:
 
 #: How larev tasks persist results: JSON, decoded by `safe_object_decoder` (the record names its serializer, so
 #: records written with this one are read back with it).
-RESULT_SERIALIZER = JSONSerializer(object_decoder="tasks.results.safe_object_decoder")
+RESULT_SERIALIZER = JSONSerializer(object_decoder="tasks.runtime.results.safe_object_decoder")
 
 
 def check_result_record(data: bytes, path: str) -> bytes:
@@ -113,7 +113,7 @@ def check_result_record(data: bytes, path: str) -> bytes:
         logger.warning("ignoring the cache record %s: it was not written with larev's result serializer; the step "
                        "reruns", path)
         raise UntrustedResultError(f"cache record {path} was not written with larev's result serializer (JSON "
-                                   "decoded by tasks.results.safe_object_decoder): it is ignored and the step reruns. "
+                                   "decoded by tasks.runtime.results.safe_object_decoder): it is ignored and the step reruns. "
                                    "Check who can write to the artifact root")
     return data
 

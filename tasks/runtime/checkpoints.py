@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from larev.models.checkpoint import TrainingState, read_state, write_state
 from larev.errors import ArtifactError
 from storage import ArtifactStore
-from tasks.cache import current_step
+from tasks.runtime.cache import current_step
 
 log = logging.getLogger(__name__)
 

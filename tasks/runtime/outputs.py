@@ -14,7 +14,7 @@ from typing import Any
 
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.cache import current_step
+from tasks.runtime.cache import current_step
 
 
 def put_table(store: ArtifactStore, name: str, df) -> ArtifactRef:
