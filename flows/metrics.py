@@ -23,7 +23,7 @@ def with_metrics(params, names: list[str]):
     section whose metrics are all left out gets `enabled` False. A metric without a section (REV) always runs, and
     metrics sharing a section (RORA, RQ, LAS) run together."""
     wanted = {m.section for m in METRICS if m.section and set(m.names()) & set(names)}
-    sections = {m.section for m in METRICS if m.section and "enabled" in type(getattr(params, m.section)).model_fields}
+    sections = {m.section for m in METRICS if m.section}  # each has `enabled` (flows/pipeline.py metric_sections)
     return params.model_copy(update={
         s: getattr(params, s).model_copy(update={"enabled": s in wanted}) for s in sorted(sections)})
 

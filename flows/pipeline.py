@@ -48,21 +48,19 @@ class RunParams(BaseModel):
     score: ScoreConfig = Field(default_factory=ScoreConfig)
 
 
-#: PipelineParams' own fields, which no metric section may take
-RESERVED_NAMES = frozenset({*RunParams.model_fields, "variants", "rationales", "progress", "gpu_deployment",
-                            "scale_out", "concurrent_chains"})
-
-
 def metric_sections(metrics: list[Metric]) -> dict:
     """The pipeline parameter sections the metrics own: {section: (its model, a Field with its defaults)}, each
-    declared by exactly one metric (`section` with `options`); a metric that reads another's section must name one
-    that some metric declares."""
+    declared by exactly one metric (`section` with `options`, a model with an `enabled` field: `--metrics` switches
+    it); a metric that reads another's section must name one that some metric declares."""
     sections: dict = {}
     for m in metrics:
         if m.options is None:
             continue
-        if m.section is None or m.section in sections or m.section in RESERVED_NAMES:
+        if m.section is None or m.section in sections or m.section in RunParams.model_fields:
             raise TypeError(f"metric {m.name!r}: section {m.section!r} is missing, declared twice or a run field")
+        if "enabled" not in m.options.model_fields:
+            raise TypeError(f"metric {m.name!r}: the options of its section {m.section!r} ({m.options.__name__}) "
+                            "have no `enabled` field")
         sections[m.section] = (m.options, Field(default_factory=m.options, description=m.description))
     for m in metrics:
         if m.section is not None and m.section not in sections:
@@ -92,6 +90,16 @@ class PipelineParams(_WithMetricSections):
         4, ge=1, description="with a gpu_deployment: independent chains of steps (RORA's per-source models, the RQ / "
                              "LAS proxies) in flight at once through Prefect's thread-pool task runner; without one "
                              "every step runs here, one at a time (torch already uses every core)")
+
+
+def _check_sections() -> None:
+    """No field PipelineParams adds after the sections may take a section's name (it would replace it)."""
+    for name, (model, _) in metric_sections(METRICS).items():
+        if PipelineParams.model_fields[name].annotation is not model:
+            raise TypeError(f"PipelineParams.{name} is a run field: a metric's section needs another name")
+
+
+_check_sections()
 
 
 def source_digests(data: DataConfig) -> list[str]:

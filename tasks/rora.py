@@ -229,7 +229,8 @@ def per_source(models: dict[str, ArtifactRef], kind: str) -> dict[str, ArtifactR
 @larev_task("report-rora")
 def write_rora_report(store: ArtifactStore, tables: dict[str, ArtifactRef]) -> ArtifactRef:
     """RORA's section of the run's report.md: per training source the leaky words, how many training rationales
-    had spans, how often the counterfactuals differ between labels (larev/methods/rora/report.py)."""
+    had spans, what a probe still reads with the spans masked (residual leakage against chance and x alone), how
+    often the counterfactuals differ between labels (larev/methods/rora/report.py)."""
     from larev.methods.rora.report import rora_diagnostics
 
     markdown = rora_diagnostics({k: store.read_parquet(v.key) for k, v in tables.items()})
@@ -286,8 +287,8 @@ class Rora(Metric):
         return Trained(models=out, tables=tables)
 
     def report_section(self, run: Run, trained: Trained) -> ArtifactRef:
-        shown = {k: v for k, v in trained.tables.items() if k.startswith(("rora_words:", "rora_spans:",
-                                                                           "counterfactuals:"))}
+        shown = {k: v for k, v in trained.tables.items()
+                 if k.startswith(("rora_words:", "rora_spans:", "rora_leakage:", "counterfactuals:"))}
         return run.steps.run(write_rora_report, shown)
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:

@@ -97,7 +97,7 @@ def test_no_step_keeps_a_hand_written_module_list():
     from tasks.runtime.cache import larev_task
 
     assert "code" not in inspect.signature(larev_task).parameters
-    for path in (ROOT / "tasks").glob("*.py"):
+    for path in (ROOT / "tasks").rglob("*.py"):
         assert "code=(" not in path.read_text(), f"{path.name} still lists modules by hand"
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from flows.cli.parser import PIPELINE, build_parser, commands
+from flows.cli.parser import build_parser, commands
 from larev.methods.leakage_aware.config import LeakageAwareConfig
 
 
@@ -110,8 +110,11 @@ def test_help_is_read_from_the_configs(capsys):
     description = " ".join(LeakageAwareConfig.model_fields["lambda_irm"].description.split())
     assert f"{description} (larev.objective.lambda_irm; default none)" in text
     assert "(larev.la_train.epochs; default 2)" in text  # LAREV's own default, not TrainConfig's 3
-    for option in PIPELINE:  # every option names the parameter it sets
+    for option in commands()["run"].options:  # every option, the metrics' own included, names its parameter
         assert option.path in text
+    # the metrics' switches sit between the model / training options and where to run
+    assert text.index("--normalisation") < text.index("--no-larev") < text.index("--rora-threshold") < text.index(
+        "--gpu-deployment")
 
 
 def test_every_option_table_matches_its_model():

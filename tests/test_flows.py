@@ -94,7 +94,11 @@ def test_cold_run_writes_readable_scores(first_run):
     assert_frame_equal(summary, summarise(scores), check_exact=False)  # the run's summary is its scores'
     report = (run_dir / "report.md").read_text()
     assert report.index("## What each metric says of each rationale variant") < report.index("## Separations")
-    assert "## LAREV diagnostics" in report
+    # the metrics' own sections, in registry order; RORA's with its residual-leakage columns
+    assert report.index("## Separations") < report.index("## LAREV diagnostics") < report.index("## RORA diagnostics")
+    rora_header = next(line for line in report[report.index("## RORA diagnostics"):].splitlines()
+                       if line.startswith("| source"))
+    assert {"accuracy_masked", "accuracy_x", "chance", "edited_by_label"} <= {c.strip() for c in rora_header.split("|")}
     assert (run_dir / "separations.png").read_bytes()[:4] == b"\x89PNG"
     record = json.loads((run_dir / "run.json").read_text())
     assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])

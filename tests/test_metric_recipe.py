@@ -45,9 +45,10 @@ from larev.metrics.scores import SCORE_COLUMNS, SCORE_SCHEMA
 
 
 class NoveltyConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = Field(True, description="train and score the novelty metric")
+    # 1: every word counts; raise it to ignore short function words ("a", "of")
     min_length: int = Field(1, ge=1, description="words shorter than this many letters are not counted")
 
 
@@ -231,7 +232,10 @@ def test_a_metric_with_an_option_a_switch_a_report_and_a_bench_summary_needs_thr
     assert words and min(map(len, words)) >= 4
     scores = pl.read_parquet(run_dir / "scores.parquet")
     assert sorted(scores["metric"].unique()) == ["novelty", "rev"]
-    assert scores.filter(pl.col("metric") == "novelty")["score"].is_between(0, 1).all()
+    novelty = scores.filter(pl.col("metric") == "novelty")
+    assert novelty.height == 7 * 12 and novelty["score"].is_between(0, 1).all()  # 7 variants x 12 test rows
+    summary = pl.read_parquet(run_dir / "summary.parquet").filter(pl.col("metric") == "novelty")
+    assert summary.height == 7
 
     # its report section and its bench summary
     assert f"## Novelty\n\n{len(words)} distinct training words of at least 4 letters." in (

@@ -52,16 +52,20 @@ def test_a_section_is_declared_once_by_one_metric_and_read_by_name():
     assert set(metric_sections([_metric("a", "a", _Options), _metric("b", "a")])) == {"a"}
     for bad in ([_metric("a", "a", _Options), _metric("b", "a", _Options)],  # declared twice
                 [_metric("a", "train", _Options)],  # a run field
+                [_metric("a", "a", BaseModel)],  # no `enabled`: --metrics could not switch it off
                 [_metric("b", "nowhere")]):  # read, never declared
         with pytest.raises(TypeError, match="section"):
             metric_sections(bad)
 
 
 def test_bench_summaries_are_averaged_over_seeds_whatever_their_shape():
-    per_seed = [{"converged": True, "chosen": "x", "recall": 0.5, "gold": {"acc": 0.2}, "missing": None},
-                {"converged": False, "chosen": "y", "recall": 1.0, "gold": {"acc": 0.4}, "missing": 0.3}]
+    per_seed = [{"converged": True, "chosen": "x", "reads": "form", "recall": 0.5, "gold": {"acc": 0.2},
+                 "missing": None},
+                {"converged": False, "chosen": "y", "reads": "form", "recall": 1.0, "gold": {"acc": 0.4},
+                 "missing": 0.3}]
     means = mean_figures(per_seed)
-    assert means == {"converged": 0.5, "recall": 0.75, "gold": {"acc": pytest.approx(0.3)}, "missing": 0.3}
+    assert means == {"converged": 0.5, "reads": "form", "recall": 0.75, "gold": {"acc": pytest.approx(0.3)},
+                     "missing": 0.3}  # a text the seeds disagree on ("chosen") is left out
 
 
 def test_each_metric_writes_its_own_summary_and_an_unknown_one_gets_a_table():
@@ -73,3 +77,5 @@ def test_each_metric_writes_its_own_summary_and_an_unknown_one_gets_a_table():
     assert "## gone: bench summary" in text and "| a.b | 1.500 |" in text
     la = bench_lines("larev", {"residual_accuracy": 0.5, "converged": 2 / 3})
     assert la[0] == "## What LAREV's leakage spans removed" and "hit its size cap in 33% of the seeds" in la[2]
+    assert "Fresh probe on the training split:" in la[2]  # what it read is not known: not claimed
+    assert "Fresh probe on the training split's b's form" in bench_lines("larev", {"residual_reads": "form"})[2]

@@ -93,7 +93,8 @@ def test_step_arguments_round_trip_and_unknown_tasks_are_refused():
     assert back["store"].root == "/tmp/larev-store" and back["examples"] == ref and back["train"].epochs == 1
     assert remote.task_ref(train_model) == "tasks.rev:train_model"
     assert remote.resolve_task("tasks.rev:train_model") is train_model
-    for bad in ("os:system", "tasks.training:load_tokenizer", "tasks.rev:nope"):
+    for bad in ("os:system", "tasks.training:load_tokenizer", "tasks.rev:nope", "tasks.nowhere:step",
+                "tasks.rev.os:system"):
         with pytest.raises(Exception, match="not a larev task|unknown larev step"):
             remote.resolve_task(bad)
     with pytest.raises(Exception, match="no argument"):

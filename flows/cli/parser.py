@@ -1,8 +1,9 @@
 """The `larev` argument parser: which option sets which parameter (tables of `Option`s), the rest from the models.
 
 To expose another parameter as an option, add one `Option(flag, path)` line to a table below; its type, choices
-and help come from the field. Every parameter is reachable without a line here through `--set PATH=VALUE` or a
-`--params` file.
+and help come from the field. A metric's own switches are not listed here: they are its `cli_options`
+(tasks/metric.py), read from the registry (flows/metrics.py). Every parameter is reachable without a line here
+through `--set PATH=VALUE` or a `--params` file.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ PIPELINE = [
     Option("--train-seed", "train.seed"),
     Option("--device", "train.device"),
     Option("--normalisation", "score.normalisation"),
+]
+# after the metrics' own switches (`metric_options`)
+PIPELINE_RUNTIME = [
     Option("--gpu-deployment", "gpu_deployment"),
     Option("--no-progress", "progress", const=False, help="no progress bars"),
     *SCALE_OUT,
@@ -88,7 +92,8 @@ def commands() -> dict[str, Command]:
     from flows.score import ScoreParams
     from flows.stress import StressParams
 
-    pipeline = Command(PipelineParams, [*PIPELINE, *metric_options(METRICS)], adjust=pipeline_assignments)
+    pipeline = Command(PipelineParams, [*PIPELINE, *metric_options(METRICS), *PIPELINE_RUNTIME],
+                       adjust=pipeline_assignments)
     return {
         "run": pipeline,
         "bench quality": pipeline,

@@ -457,7 +457,7 @@ def combine_seeds(per_seed: dict[int, dict]) -> dict:
 
 def mean_figures(per_seed: list[dict]) -> dict:
     """The mean over seeds of every number in a nested mapping of figures (a flag: the share of seeds where it
-    holds); text and missing values left out."""
+    holds); a text kept where every seed has the same, left out otherwise."""
     out = {}
     for key, value in per_seed[0].items():
         values = [s.get(key) for s in per_seed]
@@ -465,6 +465,8 @@ def mean_figures(per_seed: list[dict]) -> dict:
             out[key] = mean_figures([v if isinstance(v, dict) else {} for v in values])
         elif all(isinstance(v, (int, float)) or v is None for v in values):
             out[key] = _mean_sd(values)[0]
+        elif isinstance(value, str) and all(v == value for v in values):
+            out[key] = value
     return out
 
 
@@ -533,7 +535,8 @@ def seeds_markdown(results: dict, *, title: str, lines_of: SummaryLines | None =
               markdown_table(seps), "",
               "## Separations per seed", "", markdown_table(per_seed), ""]
     if results.get("leakage"):
-        lines += ["Each metric's bench summary below: means over seeds.", "",
+        lines += ["## Each metric's bench summary, means over seeds", "",
+                  "Every number below is a mean over the seeds; a flag is the share of seeds where it held.", "",
                   *leakage_markdown(results["leakage"], lines_of)]
     return "\n".join(lines)
 

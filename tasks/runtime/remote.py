@@ -7,13 +7,14 @@ cache record land where the calling flow looks for them: the caller then runs th
 a cache hit that returns the worker's result. Both sides must see the same artifact root (S3, or one shared
 disk) and run the same larev code (the step's code version is part of its cache key).
 
-Only tasks declared with `larev_task` can be named: the worker resolves the name in that registry, never by
-importing arbitrary code named in a parameter.
+Only tasks declared with `larev_task` in a module of the `tasks` package can be named (a new metric's module
+included, with nothing to list): the worker imports nothing outside that package by a name given in a parameter.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import typing
 from typing import Any
 
@@ -22,9 +23,8 @@ from pydantic import TypeAdapter
 from larev.errors import ConfigError
 from storage import ArtifactStore
 
-#: the modules whose larev tasks may be run remotely
-TASK_MODULES = ("tasks.accuracy", "tasks.baselines", "tasks.data", "tasks.leakage_aware", "tasks.reports",
-                "tasks.rev", "tasks.rora", "tasks.training")
+#: the modules whose larev tasks may be run remotely: the steps' modules and the runtime's
+TASK_MODULE = re.compile(r"tasks(\.runtime)?\.[a-z_][a-z0-9_]*")
 
 
 def task_ref(task_obj) -> str:
@@ -36,10 +36,14 @@ def task_ref(task_obj) -> str:
 def resolve_task(ref: str):
     """The larev task named `ref` ('tasks.training:train_model'); ConfigError for anything else."""
     module_name, _, name = ref.partition(":")
-    if module_name not in TASK_MODULES or not name.isidentifier():
-        raise ConfigError(f"unknown larev step {ref!r}: expected '<module>:<task>' with a module among "
-                          f"{', '.join(TASK_MODULES)}")
-    task_obj = getattr(importlib.import_module(module_name), name, None)
+    if not TASK_MODULE.fullmatch(module_name) or not name.isidentifier():
+        raise ConfigError(f"unknown larev step {ref!r}: expected '<module>:<task>' with a module of the tasks "
+                          f"package (tasks.<name> or tasks.runtime.<name>)")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        raise ConfigError(f"unknown larev step {ref!r}: no module {module_name}") from None
+    task_obj = getattr(module, name, None)
     if task_obj is None or not getattr(task_obj, "larev_step", None):
         raise ConfigError(f"{ref!r} is not a larev task")
     return task_obj

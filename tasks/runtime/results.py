@@ -113,8 +113,8 @@ def check_result_record(data: bytes, path: str) -> bytes:
         logger.warning("ignoring the cache record %s: it was not written with larev's result serializer; the step "
                        "reruns", path)
         raise UntrustedResultError(f"cache record {path} was not written with larev's result serializer (JSON "
-                                   "decoded by tasks.runtime.results.safe_object_decoder): it is ignored and the step reruns. "
-                                   "Check who can write to the artifact root")
+                                   "decoded by tasks.runtime.results.safe_object_decoder): it is ignored and the "
+                                   "step reruns. Check who can write to the artifact root")
     return data
 
 

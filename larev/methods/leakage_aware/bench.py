@@ -69,9 +69,10 @@ def larev_bench_lines(la: dict) -> list[str]:
     capped = ("" if converged is True or converged == 1 else
               "; the span rule hit its size cap" + ("" if converged is False or converged == 0
                                                     else f" in {1 - converged:.0%} of the seeds"))
-    reads = ("b's form (x's clauses as placeholders)" if la.get("residual_reads") == "form" else "b")
+    reads = {"form": "the training split's b's form (x's clauses as placeholders)",
+             "baseline": "the training split's b"}.get(la.get("residual_reads"), "the training split")
     return ["## What LAREV's leakage spans removed", "",
-            f"Fresh probe on the training split's {reads}: {fmt('residual_before')} unmasked, "
+            f"Fresh probe on {reads}: {fmt('residual_before')} unmasked, "
             f"{fmt('residual_accuracy')} with the spans masked; on the whole masked b "
             f"{fmt('residual_with_input')}, on x alone {fmt('accuracy_x')}, on the hypothesis alone "
             f"{fmt('hypothesis_only')}; chance {fmt('chance')}. Span recall {fmt('span_recall')}, E3 coverage "
