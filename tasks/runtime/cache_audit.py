@@ -2,9 +2,10 @@
 
 An entry is a cache record `<root>/_prefect/results/<key>` (what Prefect reads to serve a step from cache) with its
 step record `<root>/_prefect/steps/<key>.json` (tasks/runtime/cache.py) and the step's outputs
-`<root>/<step>/<key>/`. Today's code reaches an entry when the key it computes for the same arguments is the entry's key: the step record holds the
-arguments as they entered the key, so the key is recomputed with today's code version of the step (its module and
-every project module it imports, tasks/runtime/source_graph.py). An entry is
+`<root>/<step>/<key>/`. Today's code reaches an entry when the key it computes for the same arguments is the
+entry's key: the step record holds the arguments as they entered the key, so the key is recomputed with today's
+code version of the step (its module and every project module it imports, tasks/runtime/source_graph.py). An
+entry is
 
 - `current`: today's code gives the same key; a run with these inputs is served from it;
 - `upstream-stale`: today's code gives the same key, but an input was written by a stale (or upstream-stale) entry:
