@@ -8,7 +8,7 @@ report and `bench quality`'s summaries are all read from this list.
 
 from __future__ import annotations
 
-from larev.reports import figures_lines
+from larev.reports import summary_lines
 from tasks.accuracy import Accuracy
 from tasks.leakage_aware import LeakageAware
 from tasks.metric import Metric
@@ -33,9 +33,9 @@ def with_controls(params):
     its section's `controls`). Fails when no enabled metric has controls."""
     controlled = [m for m in METRICS if m.controls and m.enabled(params)]
     if not controlled:
-        owners = ", ".join(m.name for m in METRICS if m.controls)
-        raise SystemExit(f"error: --controls: no metric with controls is switched on ({owners} has them; "
-                         f"--metrics ...,{owners.split(',')[0]})")
+        owners = [m.name for m in METRICS if m.controls]
+        raise SystemExit(f"error: --controls: no metric with controls is switched on ({', '.join(owners)} has them; "
+                         f"--metrics ...,{owners[0]})")
     return params.model_copy(update={
         m.section: getattr(params, m.section).model_copy(update={"controls": list(m.controls)}) for m in controlled})
 
@@ -55,5 +55,5 @@ def bench_lines(metric: str, summary: dict) -> list[str]:
     the figures for a metric no longer registered, e.g. in an older seed's results.json)."""
     owner = next((m for m in METRICS if m.name == metric), None)
     if owner is None:
-        return figures_lines(f"{metric}: bench summary", summary)
+        return summary_lines(metric, summary)
     return owner.bench_markdown(summary)

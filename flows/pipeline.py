@@ -68,8 +68,8 @@ def metric_sections(metrics: list[Metric]) -> dict:
     return sections
 
 
-_WithMetricSections = create_model("_WithMetricSections", __base__=RunParams, __module__=__name__,
-                                   **metric_sections(METRICS))
+SECTIONS = metric_sections(METRICS)
+_WithMetricSections = create_model("_WithMetricSections", __base__=RunParams, __module__=__name__, **SECTIONS)
 
 
 class PipelineParams(_WithMetricSections):
@@ -94,7 +94,7 @@ class PipelineParams(_WithMetricSections):
 
 def _check_sections() -> None:
     """No field PipelineParams adds after the sections may take a section's name (it would replace it)."""
-    for name, (model, _) in metric_sections(METRICS).items():
+    for name, (model, _) in SECTIONS.items():
         if PipelineParams.model_fields[name].annotation is not model:
             raise TypeError(f"PipelineParams.{name} is a run field: a metric's section needs another name")
 

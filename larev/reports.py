@@ -64,13 +64,14 @@ def flat_figures(figures: dict, prefix: str = "") -> dict:
     return out
 
 
-def figures_lines(title: str, figures: dict) -> list[str]:
-    """A metric's figures (a nested mapping) as a Markdown section: a heading and a table of figure, value."""
+def summary_lines(metric: str, figures: dict) -> list[str]:
+    """A metric's bench summary (a nested mapping of figures) as a results.md section: a heading and a table of
+    figure, value. The default for a metric that writes none of its own."""
     flat = flat_figures(figures)
     if not flat:
         return []
     table = pl.DataFrame({"figure": list(flat), "value": [_fmt(v) for v in flat.values()]})
-    return [f"## {title}", "", markdown_table(table), ""]
+    return [f"## {metric}: bench summary", "", markdown_table(table), ""]
 
 
 def separation_table(summary: pl.DataFrame) -> pl.DataFrame:

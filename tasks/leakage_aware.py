@@ -144,6 +144,11 @@ def larev_zero(run: Run) -> str:
     return la_config.LarevConfig(definition=saved.get("definition", "thesis")).zero
 
 
+def is_phi_la(name: str) -> bool:
+    """Whether a run's model is one of LAREV's phi_LA: `larev` or an ablation's `larev_<ablation>`."""
+    return name == "larev" or name.startswith("larev_")
+
+
 LA_EPOCHS_HELP = ("phi_LA epochs (more on a small training set, to reach larev.la_min_steps optimizer steps; "
                   "--set larev.la_min_steps=0 trains exactly these)")
 
@@ -191,7 +196,7 @@ class LeakageAware(Metric):
     def model_names(models: dict[str, ArtifactRef]) -> list[str]:
         """The models scored with LAREV's estimator among a run's models: `larev`, `larev_<ablation>` and the
         controls, `control_<name>`."""
-        return [k for k in models if k == "larev" or k.startswith(("larev_", CONTROL_PREFIX))]
+        return [k for k in models if is_phi_la(k) or k.startswith(CONTROL_PREFIX)]
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
         cfg, steps = run.params.larev, run.steps
@@ -221,7 +226,7 @@ class LeakageAware(Metric):
         return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs})
 
     def report_section(self, run: Run, trained: Trained) -> ArtifactRef:
-        phi_las = {k: v for k, v in trained.models.items() if k == "larev" or k.startswith("larev_")}
+        phi_las = {k: v for k, v in trained.models.items() if is_phi_la(k)}
         return run.steps.run(write_larev_report, trained.tables, phi_las)
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from larev.config import BaselineConfig, ScoreConfig
-from larev.reports import figures_lines
+from larev.reports import summary_lines
 from storage.ref import ArtifactRef
 from tasks.runtime.runner import StepRunner
 
@@ -117,4 +117,4 @@ class Metric:
         return None
 
     def bench_markdown(self, summary: dict) -> list[str]:
-        return figures_lines(f"{self.name}: bench summary", summary)
+        return summary_lines(self.name, summary)

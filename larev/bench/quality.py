@@ -39,8 +39,8 @@ from pydantic import BaseModel
 from larev.errors import ConfigError
 from larev.metrics.bootstrap import bootstrap_intervals
 from larev.metrics.scores import CONTROL_PREFIX, VARIANTS, separations, summarise, unread_variants
-from larev.reports import (figures_lines, json_number, markdown_table, reading_sentence, separation_plot,
-                           separation_table, with_interval)
+from larev.reports import (json_number, markdown_table, reading_sentence, separation_plot,
+                           separation_table, summary_lines, with_interval)
 from larev.run_files import TEST_SPLIT_FILE
 
 #: writes one metric's bench summary as results.md lines: (metric name, its summary) -> lines (the registry's
@@ -241,7 +241,7 @@ def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str,
 def leakage_markdown(leakage: dict, lines_of: SummaryLines | None = None) -> list[str]:
     """The "leakage" entry (each metric's bench summary) as results.md sections, one per metric, each written by
     `lines_of(metric, summary)` (the metric's own `bench_markdown`; default: a table of its figures)."""
-    lines_of = lines_of or (lambda metric, summary: figures_lines(f"{metric}: bench summary", summary))
+    lines_of = lines_of or summary_lines
     return [line for metric, summary in leakage.items() for line in lines_of(metric, summary)]
 
 
