@@ -21,11 +21,25 @@ import functools
 import hashlib
 import importlib.util
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 #: The packages whose modules are part of every step's code when imported.
 PROJECT_PACKAGES: tuple[str, ...] = ("larev", "tasks", "storage")
+
+
+# CPython 3.11's compile() to an AST is not safe in two threads at once: concurrent chains of steps computing their
+# cache keys failed with "SystemError: AST constructor recursion depth mismatch". Every parse here takes this lock
+# (each module is parsed once per graph and the result kept, so it is held only while a graph is cold).
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_source(path: Path) -> ast.Module:
+    """The AST of a source file, parsed under `_PARSE_LOCK`."""
+    source = path.read_bytes()
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=str(path))
 
 
 @dataclass(frozen=True)
@@ -99,7 +113,7 @@ class SourceGraph:
         path = self.module_file(name)
         if path is None:
             return False
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = parse_source(path)
         return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
                    for node in tree.body)
 
@@ -115,7 +129,7 @@ class SourceGraph:
         if name in self._imports:
             return self._imports[name]
         path = self._file(name)
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = parse_source(path)
         package = name if self.is_package(name) else name.rpartition(".")[0]
         found: set[str] = set()
         for node in ast.walk(tree):
