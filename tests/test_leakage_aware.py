@@ -153,6 +153,22 @@ def test_la_instances_add_a_no_rationale_and_a_borrowed_row_in_one_environment()
     assert rows[0].zero_env in (0, 1)
     with pytest.raises(ValueError, match="need the no-rationale"):
         la_instances(df, ["E1", "E2", "E3"], borrowed=True)
+    # label statements replace a seeded share of the borrowed rationales; every other draw stays as it was
+    from larev.methods.leakage_aware.instances import LABEL_STATEMENT_TEMPLATES
+
+    mixed = la_instances(df, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True, label_statements=0.5, seed=3)
+    assert [(x.inputs, x.zero_env, x.empty_input) for x in mixed] == [(x.inputs, x.zero_env, x.empty_input)
+                                                                      for x in rows]
+    said = {t.format(label=lab) for t in LABEL_STATEMENT_TEMPLATES for lab in labels}
+    kinds = []
+    for k, (x, y) in enumerate(zip(mixed, rows)):
+        r_other = x.borrowed_input.split("rationale: ")[1].split(" baseline:")[0]
+        kinds.append("statement" if r_other in said else "borrowed")
+        assert r_other in said and labels[k] in r_other or x.borrowed_input == y.borrowed_input
+        assert "The answer is" not in r_other  # never the test's `leaky` template
+    assert set(kinds) == {"statement", "borrowed"}
+    everything = la_instances(df, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True, label_statements=1.0)
+    assert all(x.borrowed_input.split("rationale: ")[1].split(" baseline:")[0] in said for x in everything)
 
 
 def test_probe_bound_removes_the_reward_for_a_probe_pushed_below_chance():

@@ -58,6 +58,11 @@ class LeakageAwareConfig(_Config):
                                "p(.|r', b_e)) over the label set, r' the rationale of another training instance "
                                "with the same label; a rationale about another instance must leave phi_LA where "
                                "no rationale does. Needs empty_rationales; 0: off")
+    label_statements: float = Field(
+        0.0, ge=0, le=1, description="share of the borrowed-rationale rows whose r' is a statement of the label and "
+                                     "nothing else ('It is {label}.'; instances.LABEL_STATEMENT_TEMPLATES, never "
+                                     "the test's `leaky` template) instead of another instance's rationale: naming "
+                                     "the label says nothing about the instance either. Needs lambda_borrowed")
     zero_terms_start: float = Field(
         0.0, ge=0, lt=1, description="share of the steps phi_LA trains on the thesis's objective alone before the "
                                      "no-rationale rows and the borrowed term ramp in (over warmup_fraction of the "
@@ -70,6 +75,8 @@ class LeakageAwareConfig(_Config):
         if self.lambda_borrowed > 0 and not self.empty_rationales:
             raise ValueError("lambda_borrowed > 0 needs empty_rationales (the term pulls a borrowed rationale's "
                              "reading to the no-rationale reading); set lambda_borrowed=0 or empty_rationales=true")
+        if self.label_statements > 0 and self.lambda_borrowed == 0:
+            raise ValueError("label_statements > 0 needs lambda_borrowed > 0 (its rows are borrowed-rationale rows)")
         return self
 
     def _small(self, backbone: str) -> bool:
@@ -95,8 +102,8 @@ class LeakageAwareConfig(_Config):
 ABLATIONS: dict[str, dict] = {
     "no_irm": {"lambda_irm": 0.0},
     "no_probe": {"lambda_probe": 0.0},
-    "no_borrowed": {"lambda_borrowed": 0.0},
-    "erm_envs": {"lambda_irm": 0.0, "lambda_probe": 0.0, "lambda_borrowed": 0.0},
+    "no_borrowed": {"lambda_borrowed": 0.0, "label_statements": 0.0},
+    "erm_envs": {"lambda_irm": 0.0, "lambda_probe": 0.0, "lambda_borrowed": 0.0, "label_statements": 0.0},
     "thesis": {"lambda_irm": None, "lambda_probe": None, "defaults": "thesis"},
 }
 
@@ -106,7 +113,7 @@ ABLATIONS: dict[str, dict] = {
 # term, meant to make a rationale that says nothing about the instance score about 0. Chosen on e-SNLI's tuning
 # rows 6000:8000 (seed 0): new_information's phi_LA read gold rationales no better than no rationale (gold - empty
 # -0.009 nats; accuracy 0.63 on gold, 0.58 on no rationale), so the thesis's stays the default.
-THESIS_OBJECTIVE = {"empty_rationales": False, "lambda_borrowed": 0.0}
+THESIS_OBJECTIVE = {"empty_rationales": False, "lambda_borrowed": 0.0, "label_statements": 0.0}
 
 
 CONTROLS = ("erm_envs", "phi", "r_only")  # LarevConfig.controls, scored as control_NAME (scores.CONTROL_PREFIX)

@@ -8,7 +8,10 @@ environment more (`SWAPPED_AGAIN`).
 LAREV's zero point (config `definition='new_information'`) adds, per instance, in one of its environments drawn
 with a seeded generator: the no-rationale input [empty, b_e] (trained to y like the others) and the borrowed
 input [r', b_e], r' the rationale of another instance with the same label (a derangement within each label,
-`larev.data.variants.borrowed_from`), which the borrowed-rationale term pulls to the no-rationale reading.
+`larev.data.variants.borrowed_from`), which the borrowed-rationale term pulls to the no-rationale reading. With
+`label_statements` > 0 that share of the borrowed inputs (seeded) is instead a statement of the label and nothing
+else, in one of `LABEL_STATEMENT_TEMPLATES` (never the test's `leaky` template): a rationale that only names the
+label says nothing about the instance either.
 """
 
 from __future__ import annotations
@@ -17,12 +20,18 @@ import random
 
 import polars as pl
 
-from larev.data.variants import borrowed_from
+from larev.data.variants import LEAKY_TEMPLATE, borrowed_from
 from larev.formats import baseline_input, rationale_input
 from larev.methods.leakage_aware.environments import MASKED, SWAPPED_AGAIN, environment_names
 from larev.methods.leakage_aware.label_edits import label_edited_environments
 from larev.methods.leakage_aware.training import LAInstance
 from larev.schema import label_set
+
+# Statements of the label and nothing else (objective.label_statements): other wordings than the test's `leaky`
+# variant (larev.data.variants.LEAKY_TEMPLATE), which stays a template phi_LA never saw.
+LABEL_STATEMENT_TEMPLATES = ("It is {label}.", "{label}.", "So the label is {label}.", "This is a case of {label}.",
+                             "Clearly {label}.", "The relation: {label}.")
+assert LEAKY_TEMPLATE not in LABEL_STATEMENT_TEMPLATES
 
 
 def environment_frame(examples: pl.DataFrame, environments: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
@@ -39,19 +48,21 @@ def la_env_names(env_names: list[str], label_edits: str) -> list[str]:
 
 def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "none",
                  mask_token: str | None = None, *, empty_rationales: bool = False, borrowed: bool = False,
-                 seed: int = 0) -> list[LAInstance]:
+                 label_statements: float = 0.0, seed: int = 0) -> list[LAInstance]:
     """phi_LA's training instances from an `environment_frame`: [r_e, b_e] for every environment e and the
     probe's input (the masked b). With `label_edits` other than 'none', the label's own text is edited in r (and b)
     like b's spans and the instances have the environments of `la_env_names` (needs `mask_token`).
 
     empty_rationales: each instance also gets [empty, b_z] in one environment z of those it has (seeded by
     `seed`); borrowed (needs empty_rationales): and [r', b_z], r' the (unedited) rationale of another row of `df`
-    with the same label, None for a row whose label no other row has.
+    with the same label, None for a row whose label no other row has; label_statements: the share of instances
+    whose r' is a statement of their label instead (a template of LABEL_STATEMENT_TEMPLATES, drawn with a
+    generator of its own, so the other draws do not change).
     """
     if borrowed and not empty_rationales:
         raise ValueError("borrowed rationales need the no-rationale instances (empty_rationales)")
     names = la_env_names(env_names, label_edits)
-    rng = random.Random(seed)
+    rng, statements = random.Random(seed), random.Random(f"label-statements-{seed}")
     donors = borrowed_from(df["label"].to_list(), same_label=True, seed=seed) if borrowed else [None] * df.height
     rationales = df["rationale"].to_list()
     out = []
@@ -66,8 +77,11 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
         if empty_rationales:
             z = rng.choice([k for k, e in enumerate(names) if pairs[e] is not None])
             b_z = pairs[names[z]][1]
+            r_other = None if donors[i] is None else rationales[donors[i]]
+            if borrowed and statements.random() < label_statements:
+                r_other = statements.choice(LABEL_STATEMENT_TEMPLATES).format(label=row["label"])
             zero = {"zero_env": z, "empty_input": rationale_input("", b_z),
-                    "borrowed_input": None if donors[i] is None else rationale_input(rationales[donors[i]], b_z)}
+                    "borrowed_input": None if r_other is None else rationale_input(r_other, b_z)}
         out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e]) for e in names),
                               probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates,
                               **zero))
