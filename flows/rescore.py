@@ -61,7 +61,7 @@ def rescore_inbox(params: RescoreParams) -> dict:
     results = read_table(store, params.inbox, "results")
     found, waiting = scan_inbox(params.inbox, params.patterns, params.settle_seconds)
     todo = new_files(found, ledger)
-    handled, failed = ledger.clear(), {}
+    handled, failed, board_moves = ledger.clear(), {}, {}
     for file in todo:
         with tempfile.TemporaryDirectory() as tmp:
             try:
@@ -72,7 +72,7 @@ def rescore_inbox(params: RescoreParams) -> dict:
                                      shown_as=location(params.inbox, file.name))
                 out = score_rationales(ScoreParams(run=params.run, rationales=local, name=output_name(file),
                                                    column_map=params.column_map, device=params.device,
-                                                   progress=False, scale_out=params.scale_out))
+                                                   progress=False, scale_out=params.scale_out, origin="inbox"))
             except InputError as exc:  # the file breaks the data contract: set it aside, go on with the others
                 moved = quarantine(params.inbox, file, str(exc))
                 print(f"quarantined {location(params.inbox, file.name)} -> {moved}: {exc}")
@@ -85,12 +85,13 @@ def rescore_inbox(params: RescoreParams) -> dict:
                 rows_scored = int(summary.group_by("metric").agg(pl.col("n").sum())["n"].max())
                 entry = ledger_entry(file, "scored", rows=rows_scored, output=out["run_dir"])
                 rows = results_rows(summary, file, entry["handled_at"][0])
+                board_moves[file.name] = out.get("leaderboard", [])
                 results = rows if results is None else pl.concat([results, rows], how="diagonal_relaxed")
                 write_table(store, params.inbox, "results", results)
         ledger = record(ledger, entry)
         handled = pl.concat([handled, entry])
         write_table(store, params.inbox, "ledger", ledger)
-    report = scan_report(params.inbox, handled, results, failed, waiting, params.settle_seconds)
+    report = scan_report(params.inbox, handled, results, failed, waiting, params.settle_seconds, board_moves)
     publish_inbox_report(artifact_key(f"inbox-{inbox_label(params.inbox)}"), report, results)
     print(report)
     if failed:

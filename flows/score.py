@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -12,6 +13,7 @@ from larev.stress.addtext.config import AddTextConfig
 from larev.config import BaselineConfig, Device, ScoreConfig
 from larev.digests import file_digest
 from larev.errors import ConfigError
+from larev.leaderboard import entries as leaderboard_entries
 from larev.stress.ftc.config import FtcConfig
 from flows.metrics import METRICS
 from storage import ArtifactStore
@@ -20,6 +22,7 @@ from tasks.metric import Run
 from tasks.runtime.runner import StepRunner
 from tasks.data import load_rationale_shards, load_rationales
 from tasks.export import export_run, read_run
+from tasks.leaderboard import now, update_leaderboard
 from tasks.reports import publish, publish_score_table, publish_stress, summarise_scores
 from tasks.runtime.sharding import ScaleOutConfig
 from tasks.stress import addtext_shifts, ftc_problem, local_model_digest, perturb_for_addtext, score_ftc
@@ -28,7 +31,9 @@ from tasks.stress import addtext_shifts, ftc_problem, local_model_digest, pertur
 class ScoreParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    run: str = Field(..., description="a finished pipeline run's directory (holding run.json)")
+    run: str | None = Field(None, description="a finished pipeline run's directory (holding run.json); or `pack`")
+    pack: str | None = Field(None, description="an evaluator pack (`larev pack`) to score with instead of a run: "
+                                               "extracted under .larev/packs/ and checked file by file first")
     rationales: str = Field(..., description="rationale file: id, source, rationale[, label] (.parquet/.jsonl/.csv)")
     name: str = Field("scored", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                       description="outputs go to RUN/NAME/ (RUN: the --run directory)")
@@ -36,6 +41,8 @@ class ScoreParams(BaseModel):
     score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
+    origin: Literal["score", "inbox"] = Field("score", description="how the run's leaderboard lists this scoring: "
+                                                                   "a file scored by hand, or an inbox file")
     scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
                                       description="shard large files over a Dask cluster (shard_rows > 0)")
     refresh: bool = Field(False, description="recompute every step even where a cached result exists")
@@ -44,6 +51,20 @@ class ScoreParams(BaseModel):
                                                             "empty: none")
     stress_sources: list[str] = Field(["*"], min_length=1, description="rationale sources FTC and AddText look "
                                                                        "at; '*' for every source")
+
+    @model_validator(mode="after")
+    def _run_or_pack(self):
+        if (self.run is None) == (self.pack is None):
+            raise ValueError("give exactly one of run (a finished run's directory) and pack (an evaluator pack)")
+        return self
+
+    def run_dir(self) -> str:
+        """The run directory the evaluators are read from: `run`, or the checked extraction of `pack`."""
+        if self.run is not None:
+            return self.run
+        from tasks.packs import unpack
+
+        return str(unpack(self.pack))
 
     @model_validator(mode="after")
     def _stress_needs_one_table(self):
@@ -63,7 +84,8 @@ def score_rationales(params: ScoreParams) -> dict:
 
     if (failed := flow_input_check(score_inputs, params)) is not None:
         return failed
-    run = read_run(params.run)
+    run_dir = params.run_dir()
+    run = read_run(run_dir)
     refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
     store = ArtifactStore(run["artifact_root"])
     problem = ftc_problem(store, refs, params.ftc) if params.ftc is not None else None
@@ -86,9 +108,15 @@ def score_rationales(params: ScoreParams) -> dict:
     if stress:
         publish_stress(store, stress, name=params.name)
     inputs = {"rationales": rationales} if isinstance(rationales, ArtifactRef) else {}  # shards: in the store
-    out = export_run(store, str(Path(params.run) / params.name), {**inputs, **report, **stress},
+    out = export_run(store, str(Path(run_dir) / params.name), {**inputs, **report, **stress},
                      params.model_dump(mode="json"))
-    return {"run_dir": out, "steps": steps.records}
+    rows = leaderboard_entries(store.read_parquet(report["scores"].key), store.read_parquet(report["summary"].key),
+                               origin=params.origin, output=params.name, file=Path(params.rationales).name,
+                               scored_at=now())
+    moved = update_leaderboard(store, run, run_dir, rows)
+    for line in moved:
+        print(f"leaderboard: {line}")
+    return {"run_dir": out, "steps": steps.records, "leaderboard": moved}
 
 
 def finished_run(steps: StepRunner, run: dict, refs: dict[str, ArtifactRef], *, score: ScoreConfig | None = None,

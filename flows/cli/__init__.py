@@ -4,6 +4,7 @@
     larev run --task nli --train F --test F     on your own files (.parquet, .jsonl, .csv)
     larev run --params run.yaml --set larev.objective.lambda_irm=2.5 --print-params
     larev score --run runs/demo-nli --rationales F   score a rationale file with a finished run's evaluators
+    larev compare --run runs/demo-nli gold leaky F.parquet   which source is better, paired by instance
     larev show runs/demo-nli                    print a run's results
 
 parser.py: which option sets which parameter; options.py: options, --params, --set and --print-params made from
@@ -20,7 +21,7 @@ import sys
 EXIT_BAD_INPUT = 2
 
 #: commands that talk to a Prefect API (a temporary one is started when none is configured)
-_NEEDS_API = ("run", "score", "rescore", "bench", "ftc", "addtext", "service")
+_NEEDS_API = ("run", "score", "compare", "rescore", "bench", "ftc", "addtext", "service")
 
 
 def _quiet_logging() -> None:

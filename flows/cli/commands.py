@@ -45,6 +45,52 @@ def score(args) -> int:
     return 0
 
 
+def compare(args) -> int:
+    from flows.compare import CompareParams, compare_rationale_sources
+    from larev.compare import CompareConfig
+
+    params = CompareParams(runs=args.runs, sources=args.sources, name=args.name, out=args.out, metrics=args.metrics,
+                           device=args.device, compare=CompareConfig(level=args.level, n_boot=args.n_boot,
+                                                                     by_label=args.by_label))
+    _wait_for_api(args)
+    result = compare_rationale_sources(params)
+    out = Path(result["out"])
+    print((out / "compare.md").read_text())
+    print(f"compare.json, compare.md and compare.png in {out}")
+    return 0
+
+
+def leaderboard(args) -> int:
+    import polars as pl
+
+    from larev.errors import ConfigError
+    from larev.leaderboard import leaderboard_markdown
+    from storage import ArtifactStore
+    from tasks.export import read_run
+    from tasks.leaderboard import write_snapshot
+
+    run = read_run(args.run)
+    board = write_snapshot(ArtifactStore(run["artifact_root"]), run, args.run)
+    if args.metric is not None:
+        if args.metric not in set(board["metric"]):
+            raise ConfigError(f"the leaderboard of {args.run} has no metric {args.metric!r}; it has "
+                              f"{', '.join(board['metric'].unique(maintain_order=True))}")
+        board = board.filter(pl.col("metric") == args.metric)
+    print(leaderboard_markdown(board, f"larev leaderboard: {run['params']['run_name']}"))
+    return 0
+
+
+def pack(args) -> int:
+    from tasks.packs import make_pack
+
+    header = make_pack(args.run, args.out)
+    size = Path(args.out).stat().st_size / 2**20
+    print(f"wrote {args.out}: {len(header['files'])} files, {size:.1f} MiB, task {header['task']}, backbone "
+          f"{header['backbone']}, digest {header['digest'][:16]}")
+    print(f"score with it: larev score --pack {args.out} --rationales FILE")
+    return 0
+
+
 def ftc(args) -> int:
     from flows.stress import stress_test
 

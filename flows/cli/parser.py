@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from functools import cache
 
-from flows.cli.options import UNSET, Assignment, Command, Option, add_options, given
+from flows.cli.options import UNSET, Assignment, Command, Option, _comma_list, add_options, given
 
 SCALE_OUT = [
     Option("--shard-rows", "scale_out.shard_rows"),
@@ -99,6 +99,7 @@ def commands() -> dict[str, Command]:
         "bench quality": pipeline,
         "score": Command(ScoreParams, [
             *WITH_RUN,
+            Option("--pack", "pack"),
             Option("--refresh", "refresh", const=True),
             Option("--ftc", "ftc", const={}, help="also compute FTC of every source's explanations (NLI; the "
                                                   "defaults of `larev ftc`)"),
@@ -325,6 +326,44 @@ def build_parser() -> argparse.ArgumentParser:
                              "models go can no longer score new rationales until it is run again)")
     verify.add_argument("--json", action="store_true", help="print every entry as JSON")
     verify.set_defaults(func=cmd.cache_verify)
+
+    compare = sub.add_parser("compare", help="which rationale source is better: paired differences of sources "
+                                             "scored by a run's evaluators, with intervals over instances and "
+                                             "seeds; compare.json / compare.md / compare.png")
+    compare.add_argument("sources", nargs="+", metavar="SOURCE",
+                         help="two or more, in order: a source of the run (gold, leaky, ...), an earlier `larev "
+                              "score --name NAME` output (NAME or NAME:SOURCE), or a rationale file (scored first)")
+    compare.add_argument("--run", dest="runs", action="append", required=True,
+                         help="a finished run directory; repeat it for the evaluator seeds of one protocol "
+                              "(bench quality --seeds N makes NAME-seed0, NAME-seed1, ...)")
+    compare.add_argument("--name", default="compare", help="outputs go to RUN/compare-NAME (default: %(default)s)")
+    compare.add_argument("--out", default=None, help="output directory instead of RUN/compare-NAME")
+    compare.add_argument("--metrics", type=_comma_list, default=None,
+                         help="compare only these metrics, comma-separated (default: every metric whose score is "
+                              "a mean over instances)")
+    compare.add_argument("--level", type=float, default=0.95, help="confidence level (default: %(default)s)")
+    compare.add_argument("--n-boot", type=int, default=2000,
+                         help="bootstrap resamples over instances (default: %(default)s)")
+    compare.add_argument("--no-by-label", dest="by_label", action="store_false",
+                         help="skip the per-label breakdown")
+    compare.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                         help="where rationale files are scored (default: %(default)s)")
+    _server_option(compare)
+    compare.set_defaults(func=cmd.compare)
+
+    board = sub.add_parser("leaderboard", help="a run's leaderboard: every source ever scored with its evaluators "
+                                               "(its own variants, `larev score` files, inbox files), ranked per "
+                                               "metric; rewrites RUN/leaderboard.parquet and .md")
+    board.add_argument("run", help="the run directory")
+    board.add_argument("--metric", default=None, help="print only this metric's table")
+    board.set_defaults(func=cmd.leaderboard)
+
+    pack = sub.add_parser("pack", help="write a finished run's trained evaluators, tokenizer, configs and run.json "
+                                       "to one file with a digest of every file (safetensors, nothing pickled); "
+                                       "`larev score --pack FILE` scores with it without training")
+    pack.add_argument("--run", required=True, help="the run directory")
+    pack.add_argument("--out", required=True, help="the pack file to write (a tar; e.g. evaluators.larev.tar)")
+    pack.set_defaults(func=cmd.pack)
 
     show = sub.add_parser("show", help="print a run's results")
     show.add_argument("run", help="the run directory")

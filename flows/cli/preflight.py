@@ -25,6 +25,8 @@ def check_inputs(args: argparse.Namespace) -> None:
         score_inputs(args.params)
     elif args.command == "bench" and getattr(args, "bench", None) == "human":
         human_inputs(args.run, args.annotations)
+    elif args.command == "compare":
+        compare_inputs(args.runs, args.sources)
 
 
 def flow_input_check(check, *args):
@@ -78,7 +80,11 @@ def score_inputs(params) -> None:
     when sharded, as the flow reads it)."""
     from tasks.data import check_rationale_file
 
-    store, examples = _run_examples(params.run)
+    store, examples = _run_examples(params.run_dir())
+    if params.pack is not None:
+        from tasks.packs import check_pack_fits
+
+        check_pack_fits(params.pack, store.read_parquet(examples.key), params.rationales, params.column_map or None)
     check_rationale_file(store, examples, params.rationales, params.column_map or None,
                          shard_rows=params.scale_out.shard_rows if params.scale_out.enabled else 0)
 
@@ -89,3 +95,19 @@ def human_inputs(run_dir: str, annotations: list[str]) -> None:
 
     store, examples = _run_examples(run_dir)
     check_annotations(run_dir, annotations, store.read_parquet(examples.key)["task"][0])
+
+
+def compare_inputs(runs: list[str], sources: list[str]) -> None:
+    """`larev compare`: every run directory; each rationale file against each run's test split; every other
+    source named in each run (a source of the run or an earlier `larev score` output)."""
+    from flows.compare import is_rationale_file
+    from tasks.compare import source_scores
+    from tasks.data import check_rationale_file
+
+    for run_dir in runs:
+        store, examples = _run_examples(run_dir)
+        for ref in sources:
+            if is_rationale_file(ref):
+                check_rationale_file(store, examples, ref, None, shard_rows=0)
+            else:
+                source_scores(run_dir, ref)

@@ -88,9 +88,11 @@ def inbox_id(inbox: str) -> str:
 
 
 def scan_report(inbox: str, entries: pl.DataFrame, results: pl.DataFrame | None, failed: dict[str, str],
-                waiting: dict[str, float] | None = None, settle_seconds: float = 0.0) -> str:
-    """Markdown for one scan: what was scored (with its scores), quarantined (with why), failed, or held back
-    (`waiting`: files changed less than `settle_seconds` ago, {name: seconds since the change})."""
+                waiting: dict[str, float] | None = None, settle_seconds: float = 0.0,
+                leaderboard: dict[str, list[str]] | None = None) -> str:
+    """Markdown for one scan: what was scored (with its scores and, `leaderboard` {file: lines}, where it landed
+    on the run's leaderboard), quarantined (with why), failed, or held back (`waiting`: files changed less than
+    `settle_seconds` ago, {name: seconds since the change})."""
     lines = [f"# Inbox re-evaluation: {inbox}", ""]
     if entries.is_empty() and not failed:
         lines.append("No new rationale files." if not waiting else
@@ -106,6 +108,10 @@ def scan_report(inbox: str, entries: pl.DataFrame, results: pl.DataFrame | None,
             lines += [f"| {f} | {m} | {s} | {v:.4f} | {n} |" for f, m, s, v, n in
                       mine.select("file", "metric", "source", "score", "n").iter_rows()]
         lines.append("")
+        if leaderboard:
+            lines += ["## Leaderboard moves", ""]
+            lines += [f"- {file}: {line}" for file, moved in leaderboard.items() for line in moved]
+            lines.append("")
     quarantined = entries.filter(pl.col("status") == "quarantined")
     if quarantined.height:
         lines += ["## Quarantined (failed validation)", "", "| file | moved to | error |", "| --- | --- | --- |"]

@@ -1,0 +1,104 @@
+"""Read the scores a comparison needs from finished run directories, and write and publish its outputs.
+
+A source is named in one of three ways (`source_scores`), as the run's leaderboard names its entries
+(larev.leaderboard.entry_name):
+  gold            a rationale source of the run itself (its built-in variants: gold, leaky, vacuous, ...)
+  NAME            every source of an earlier `larev score --name NAME` (RUN/NAME/scores.parquet); one source keeps
+                  the name NAME, several become NAME:SOURCE
+  NAME:SOURCE     one source of such an output
+The math is larev/compare.py; nothing here is cached (a comparison is cheap and must see the files as they are).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+
+from larev.compare import ALL_LABELS, CompareConfig, compare_markdown, compare_plot, compare_sources, \
+    comparable_metrics
+from larev.errors import ConfigError
+from larev.leaderboard import entry_name
+from tasks.reports import artifact_key, ui_rows
+
+SCORE_COLUMNS = ["id", "source", "metric", "score", "label", "aggregate"]
+SCORES_FILE = "scores.parquet"
+
+
+def _read_scores(path: Path) -> pl.DataFrame:
+    return pl.read_parquet(path, columns=SCORE_COLUMNS)
+
+
+def scored_outputs(run_dir: Path) -> list[str]:
+    """Names of the `larev score` outputs inside a run directory."""
+    return sorted(p.parent.name for p in run_dir.glob(f"*/{SCORES_FILE}"))
+
+
+def source_scores(run_dir: str | Path, ref: str) -> pl.DataFrame:
+    """The scores of the source(s) `ref` names in one run directory, `source` set to the name shown in the
+    comparison. Raises ConfigError naming what the run holds when `ref` names nothing."""
+    run_dir = Path(run_dir)
+    own = _read_scores(run_dir / SCORES_FILE)
+    name, _, wanted = ref.partition(":")
+    if not wanted and ref in set(own["source"].unique().to_list()):
+        return own.filter(pl.col("source") == ref)
+    output = run_dir / name / SCORES_FILE
+    if output.exists():
+        scored = _read_scores(output)
+        sources = scored["source"].unique(maintain_order=True).to_list()
+        if wanted:
+            if wanted not in sources:
+                raise ConfigError(f"{output} has no source {wanted!r}; it has {', '.join(sources)}")
+            return scored.filter(pl.col("source") == wanted).with_columns(source=pl.lit(ref))
+        return scored.with_columns(source=pl.col("source").map_elements(
+            lambda source: entry_name(name, source, len(sources)), return_dtype=pl.String))
+    own_sources = ", ".join(own["source"].unique(maintain_order=True).to_list())
+    outputs = ", ".join(scored_outputs(run_dir)) or "none"
+    raise ConfigError(f"{ref!r} names nothing in {run_dir}: the run's own sources are {own_sources}; its scored "
+                      f"outputs (larev score --name) are {outputs}; or pass a rationale file to score first")
+
+
+def gather_scores(run_dirs: list[str], refs: list[str]) -> tuple[pl.DataFrame, list[str]]:
+    """Every ref's scores from every run (seed = the run's position), and the compared names in order."""
+    parts, names = [], []
+    for seed, run_dir in enumerate(run_dirs):
+        for ref in refs:
+            frame = source_scores(run_dir, ref).with_columns(seed=pl.lit(seed, dtype=pl.Int64))
+            parts.append(frame)
+            if seed == 0:
+                names += [s for s in frame["source"].unique(maintain_order=True).to_list() if s not in names]
+    scores = pl.concat(parts, how="vertical_relaxed")
+    if len(set(names)) < 2:
+        raise ConfigError(f"{refs} name fewer than two distinct sources: nothing to compare")
+    return scores, names
+
+
+@task(name="compare-sources", cache_policy=NONE, persist_result=False)
+def compare_and_write(run_dirs: list[str], refs: list[str], out: str, config: CompareConfig,
+                      metrics: list[str] | None, name: str) -> dict:
+    """compare.json, compare.md and compare.png under `out`; the Markdown and the overall table as Prefect
+    artifacts. Returns the paths and each overall verdict."""
+    scores, names = gather_scores(run_dirs, refs)
+    table = compare_sources(scores, names, config, metrics)
+    if table.height == 0:
+        raise ConfigError(f"no metric to compare: the runs score {scores['metric'].unique().to_list()} and "
+                          f"--metrics asked for {metrics}")
+    _, skipped = comparable_metrics(scores)
+    markdown = compare_markdown(table, names, skipped=skipped, seeds=len(run_dirs), config=config)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = {"runs": run_dirs, "sources": names, "config": config.model_dump(), "skipped_metrics": skipped,
+              "rows": table.to_dicts()}
+    (out_dir / "compare.json").write_text(json.dumps(record, indent=2, allow_nan=True) + "\n")
+    (out_dir / "compare.md").write_text(markdown)
+    (out_dir / "compare.png").write_bytes(compare_plot(table))
+    key = artifact_key(f"compare-{name}")
+    create_markdown_artifact(key=key, markdown=markdown, description="larev compare: paired differences")
+    overall = table.filter(pl.col("label") == ALL_LABELS).drop("label", "seeds_low", "seeds_high")
+    create_table_artifact(key=f"{key}-table", table=ui_rows(overall), description="paired differences per metric")
+    return {"out": str(out_dir), "verdicts": [f"{r['metric']}: {r['verdict']} ({r['difference']:+.3f})"
+                                              for r in overall.iter_rows(named=True)]}

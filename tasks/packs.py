@@ -1,0 +1,188 @@
+"""Evaluator packs: a finished run's trained evaluators, tokenizer, configs and run.json in one file, so a lab can
+score rationales without training (`larev pack`, `larev score --pack`).
+
+A pack is a tar file:
+
+  pack.json            format, run name, task, backbone, created_at, and the sha256 of every other file
+                       (`files`) with their combined digest (`digest`: sha256 of the canonical JSON of `files`)
+  run.json             the run's run.json, its store named "store" (relative)
+  store/<key>...       every artifact run.json names, laid out as an artifact store (directory artifacts keep their
+                       _MANIFEST.json, files their .sha256 sidecar)
+
+Nothing pickled: only the file types in ALLOWED_SUFFIXES are packed (weights are safetensors), and a run holding
+anything else is refused. `unpack` checks every file against pack.json before anything reads it, and refuses a
+pack that does not match with one line naming the first file that differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from larev.errors import ConfigError, InputError
+from larev.run_files import RUN_FILE
+from storage import ArtifactStore
+from storage.store import TMP_PREFIX
+from tasks.export import read_run
+
+PACK_FORMAT = "larev-pack/1"
+PACK_FILE = "pack.json"
+STORE_DIR = "store"
+ALLOWED_SUFFIXES = (".safetensors", ".json", ".parquet", ".txt", ".md", ".png", ".jsonl", ".sha256", ".model",
+                    ".csv")
+DEFAULT_UNPACK_DIR = Path(".larev") / "packs"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def files_digest(files: dict[str, str]) -> str:
+    """The pack's digest: sha256 of the canonical JSON of {path: sha256}."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _stage_run(run: dict, staging: Path) -> None:
+    """Copy every artifact of `run` into staging/store and write staging/run.json naming it."""
+    source = ArtifactStore(run["artifact_root"])
+    target = ArtifactStore(str(staging / STORE_DIR))
+    artifacts = {}
+    for name, ref in run["artifacts"].items():
+        if ref.get("kind") in ("model", "dir"):
+            target.put_dir(source.get_dir(ref["key"]), ref["key"])
+        else:
+            target.write_bytes(ref["key"], source.read_bytes(ref["key"]))
+        artifacts[name] = {"key": ref["key"], "digest": ref["digest"], "kind": ref.get("kind", "table"),
+                           "uri": ref["key"]}
+    (staging / RUN_FILE).write_text(json.dumps({**run, "artifact_root": STORE_DIR, "artifacts": artifacts},
+                                               indent=2) + "\n")
+
+
+def make_pack(run_dir: str | Path, out: str | Path) -> dict:
+    """Write the pack of the run in `run_dir` to `out` (atomically); return its pack.json."""
+    run = read_run(run_dir)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="larev-pack-") as tmp:
+        staging = Path(tmp) / "pack"
+        staging.mkdir()
+        _stage_run(run, staging)
+        files = {}
+        for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+            rel = path.relative_to(staging).as_posix()
+            if not rel.endswith(ALLOWED_SUFFIXES):
+                raise ConfigError(f"{run_dir}: artifact file {rel} is not one a pack may hold "
+                                  f"({', '.join(ALLOWED_SUFFIXES)}); packs carry safetensors weights and data, "
+                                  "nothing pickled")
+            files[rel] = _sha256(path)
+        params = run["params"]
+        header = {"format": PACK_FORMAT, "run_name": params.get("run_name"), "task": _task(run),
+                  "backbone": params.get("model", {}).get("backbone"),
+                  "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  "files": files, "digest": files_digest(files)}
+        (staging / PACK_FILE).write_text(json.dumps(header, indent=1) + "\n")
+        partial = out.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}-{out.name}")
+        try:
+            with tarfile.open(partial, "w") as tar:
+                tar.add(staging / PACK_FILE, arcname=PACK_FILE)
+                for rel in files:
+                    tar.add(staging / rel, arcname=rel)
+            os.replace(partial, out)
+        finally:
+            partial.unlink(missing_ok=True)
+    return header
+
+
+def _task(run: dict) -> str:
+    store = ArtifactStore(run["artifact_root"])
+    return str(store.read_parquet(run["artifacts"]["examples"]["key"])["task"][0])
+
+
+def read_header(pack: str | Path) -> dict:
+    """pack.json of a pack file, checked for its format; InputError naming the file otherwise."""
+    pack = Path(pack)
+    if not pack.is_file():
+        raise InputError("no such pack file", file=str(pack))
+    try:
+        with tarfile.open(pack, "r") as tar:
+            member = tar.extractfile(PACK_FILE)
+            header = json.loads(member.read()) if member is not None else None
+    except (tarfile.TarError, KeyError, json.JSONDecodeError) as exc:
+        raise InputError(f"not a larev pack ({type(exc).__name__}: {exc})", file=str(pack)) from None
+    if not isinstance(header, dict) or header.get("format") != PACK_FORMAT:
+        raise InputError(f"not a larev pack of format {PACK_FORMAT}", file=str(pack))
+    return header
+
+
+def unpack(pack: str | Path, root: str | Path | None = None) -> Path:
+    """The run directory of a pack, extracted under `root` (default .larev/packs) in a folder named by its digest
+    and checked file by file against pack.json; an earlier extraction of the same pack is reused after the same
+    check. InputError with one line when a file is missing, extra or altered."""
+    header = read_header(pack)
+    files: dict[str, str] = header["files"]
+    if files_digest(files) != header.get("digest"):
+        raise InputError("pack.json's file list does not match its digest: the pack was altered", file=str(pack))
+    target = Path(root or DEFAULT_UNPACK_DIR) / header["digest"][:16]
+    if target.is_dir():
+        _check_files(target, files, pack)
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    try:
+        with tarfile.open(pack, "r") as tar:
+            names = set(tar.getnames()) - {PACK_FILE}
+            if names != set(files):
+                extra, missing = sorted(names - set(files)), sorted(set(files) - names)
+                raise InputError(f"the pack's files differ from pack.json (extra: {extra[:3]}, missing: "
+                                 f"{missing[:3]}): the pack was altered", file=str(pack))
+            tar.extractall(partial, filter="data")
+        _check_files(partial, files, pack)
+        os.replace(partial, target)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+        if not target.is_dir():
+            raise
+        _check_files(target, files, pack)  # another process extracted it meanwhile
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return target
+
+
+def _check_files(folder: Path, files: dict[str, str], pack: str | Path) -> None:
+    for rel, digest in files.items():
+        path = folder / rel
+        if not path.is_file():
+            raise InputError(f"{rel} is missing: the pack was altered or its extraction damaged", file=str(pack))
+        if _sha256(path) != digest:
+            raise InputError(f"{rel} does not match its sha256 in pack.json: the pack was altered", file=str(pack))
+
+
+def check_pack_fits(pack: str | Path, examples, rationales: str, column_map: dict[str, str] | None) -> None:
+    """Refuse a rationale file made for another task or data set than the pack's, in one line: none of its ids is
+    among the pack's test examples."""
+    from larev.data.files import read_table
+
+    header = read_header(pack)
+    frame = read_table(rationales)
+    id_column = next((k for k, v in (column_map or {}).items() if v == "id"), "id")
+    if id_column not in frame.columns:
+        return  # the file check names the missing column
+    ids = set(frame[id_column].cast(str).to_list())
+    known = set(examples["id"].to_list())
+    if ids and not ids & known:
+        sample = ", ".join(sorted(known)[:2])
+        raise InputError(f"none of the file's {len(ids)} ids is among the pack's {len(known)} test examples (task "
+                         f"{header['task']}, run {header['run_name']}, ids like {sample}): the file is for another "
+                         "task or data set", file=rationales)
