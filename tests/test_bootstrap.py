@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from larev.metrics.bootstrap import bootstrap_intervals, resample_counts, weighted_aggregate
+from larev.metrics.bootstrap import aggregate, bootstrap_intervals
 
 
 def frame(metric: str, per_source: dict[str, list[float]], leaks: dict[str, list[bool]] | None = None):
@@ -20,16 +20,32 @@ def frame(metric: str, per_source: dict[str, list[float]], leaks: dict[str, list
     return pl.DataFrame(rows, schema_overrides={"leaks": pl.Boolean})
 
 
-def test_counts_and_weighted_aggregates_by_hand():
-    counts = resample_counts(5, 200, seed=3)
-    assert counts.shape == (200, 5) and (counts.sum(axis=1) == 5).all()
+def test_aggregates_by_hand():
     values = np.array([1.0, 0.0, -1.0, 1.0])
-    w = np.array([[2.0, 1.0, 0.0, 1.0]])  # example 0 twice, example 2 never
-    assert weighted_aggregate(w, values)[0] == pytest.approx((2 + 0 + 1) / 4)
-    leaks = np.array([True, True, False, False])
-    # leaking: (2*1 + 1*0) / 3; non-leaking: (0 + 1*1) / 1; macro (2/3 + 1) / 2
-    assert weighted_aggregate(w, values, leaks)[0] == pytest.approx((2 / 3 + 1) / 2)
-    assert math.isnan(weighted_aggregate(np.array([[1.0, 1.0, 0.0, 0.0]]), values, leaks)[0])
+    present = np.array([1.0, 1.0, 0.0, 1.0])  # example 2 has no score for this source
+    assert aggregate(values, present) == pytest.approx((1 + 0 + 1) / 3)
+    leaks = np.array([1.0, 1.0, 0.0, 0.0])
+    # leaking present: (1 + 0) / 2; non-leaking present: 1 / 1; macro (1/2 + 1) / 2
+    assert aggregate(values, present, leaks) == pytest.approx((0.5 + 1) / 2)
+    assert math.isnan(aggregate(values, np.array([1.0, 1.0, 0.0, 0.0]), leaks))  # no non-leaking example
+    # along the last axis: one aggregate per resample row
+    stacked = aggregate(np.stack([values, values + 1]), np.ones((2, 4)))
+    assert stacked == pytest.approx([0.25, 1.25])
+
+
+def test_the_interval_is_scipys_bca_of_the_mean():
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    gold = rng.normal(0.3, 1.0, 80)
+    ci = bootstrap_intervals(frame("rev", {"gold": list(gold)}), n_boot=999, seed=2)
+    row = ci.filter(pl.col("quantity") == "gold").row(0, named=True)
+    # a paired draw of (score, present) pairs in id order, every example present: the BCa interval of the mean
+    in_id_order = gold[sorted(range(len(gold)), key=lambda i: f"e{i}")]
+    expected = stats.bootstrap((in_id_order, np.ones_like(gold)), lambda v, h, axis: (v * h).sum(axis) / h.sum(axis),
+                               paired=True, vectorized=True, n_resamples=999, method="BCa", rng=2).confidence_interval
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((expected.low, expected.high))
+    assert row["ci_low"] < gold.mean() < row["ci_high"]
 
 
 def test_a_constant_paired_difference_has_a_zero_width_interval():

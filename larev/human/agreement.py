@@ -1,40 +1,31 @@
 """How well a score agrees with human judgements: rank correlations and within-instance pairwise agreement, with
 bootstrap intervals over instances (the resampling unit: one draw takes an instance with all its explanations).
 
-  spearman(x, y)         Pearson correlation of average ranks (ties share their mean rank)
-  kendall_tau_b(x, y)    (concordant - discordant) / sqrt((n0 - ties_x) (n0 - ties_y)), n0 = n (n - 1) / 2
+  spearman(x, y)         scipy.stats.spearmanr: Pearson correlation of average ranks (ties share their mean rank)
+  kendall_tau_b(x, y)    scipy.stats.kendalltau, variant b: (concordant - discordant) /
+                         sqrt((n0 - ties_x) (n0 - ties_y)), n0 = n (n - 1) / 2
   pairwise_credit        for two explanations of one instance that people rank differently: 1 when the score
                          orders them the same way, 1/2 when it ties them, 0 otherwise
+  intervals              scipy.stats.bootstrap over instances: BCa for the pairwise accuracy (a ratio of sums
+                         over instances), percentile for Spearman's rho (its statistic re-ranks each resample's rows)
 
-Pure numpy and polars; the `human` flow (flows/human.py) feeds it a run's scores.
+Polars, numpy and scipy; the `human` flow (flows/human.py) feeds it a run's scores.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import polars as pl
+from scipy import stats
 
-from larev.metrics.bootstrap import percentile_interval, resample_counts
+from larev.metrics.intervals import bootstrap_interval
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks of x, ties given the mean of the ranks they span."""
-    x = np.asarray(x, dtype=np.float64)
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x), dtype=np.float64)
-    sorted_x = x[order]
-    start = 0
-    for end in range(1, len(x) + 1):
-        if end == len(x) or sorted_x[end] != sorted_x[start]:
-            ranks[order[start:end]] = (start + end + 1) / 2  # mean of ranks start+1 .. end
-            start = end
-    return ranks
-
-
-def _pearson(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a - a.mean(), b - b.mean()
-    denominator = np.sqrt((a * a).sum() * (b * b).sum())
-    return float((a * b).sum() / denominator) if denominator > 0 else float("nan")
+    """1-based ranks of x, ties given the mean of the ranks they span (scipy.stats.rankdata)."""
+    return stats.rankdata(np.asarray(x, dtype=np.float64), method="average")
 
 
 def spearman(x, y) -> float:
@@ -42,22 +33,19 @@ def spearman(x, y) -> float:
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if len(x) < 2:
         return float("nan")
-    return _pearson(average_ranks(x), average_ranks(y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        return float(stats.spearmanr(x, y).statistic)
 
 
 def kendall_tau_b(x, y) -> float:
-    """Kendall's tau-b over all pairs (O(n^2) memory: meant for a few thousand points); NaN when undefined."""
+    """Kendall's tau-b; NaN when undefined (a constant side, fewer than 2 points)."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    n = len(x)
-    if n < 2:
+    if len(x) < 2:
         return float("nan")
-    upper = np.triu_indices(n, k=1)
-    dx = np.sign(x[:, None] - x[None, :])[upper]
-    dy = np.sign(y[:, None] - y[None, :])[upper]
-    n0 = len(dx)
-    ties_x, ties_y = int((dx == 0).sum()), int((dy == 0).sum())
-    denominator = np.sqrt(float(n0 - ties_x) * float(n0 - ties_y))
-    return float((dx * dy).sum() / denominator) if denominator > 0 else float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(stats.kendalltau(x, y, variant="b").statistic)
 
 
 def pairwise_credits(frame: pl.DataFrame, score: str, target: str) -> pl.DataFrame:
@@ -77,33 +65,43 @@ def pairwise_credits(frame: pl.DataFrame, score: str, target: str) -> pl.DataFra
 
 def pairwise_accuracy(credits: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0,
                       level: float = 0.95) -> dict:
-    """{"accuracy", "ci": [lo, hi], "pairs"} from `pairwise_credits`; the interval resamples instances."""
-    credit, pairs = credits["credit"].to_numpy(), credits["pairs"].to_numpy().astype(np.float64)
+    """{"accuracy", "ci": [lo, hi], "pairs"} from `pairwise_credits`; the BCa interval resamples instances (an
+    instance's credit and pair count together)."""
+    credit, pairs = credits["credit"].to_numpy().astype(np.float64), credits["pairs"].to_numpy().astype(np.float64)
     total = pairs.sum()
     accuracy = float(credit.sum() / total) if total else float("nan")
     ci = [float("nan"), float("nan")]
     if total and n_boot > 0:
-        counts = resample_counts(len(credit), n_boot, seed)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            boot = (counts @ credit) / (counts @ pairs)
-        ci = list(percentile_interval(boot, level)[:2])
+        def ratio(c, p, axis=-1):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return c.sum(axis=axis) / p.sum(axis=axis)
+
+        ci = list(bootstrap_interval((credit, pairs), ratio, accuracy, level=level, n_boot=n_boot, seed=seed)[:2])
     return {"accuracy": accuracy, "ci": ci, "pairs": int(total)}
 
 
 def spearman_interval(frame: pl.DataFrame, score: str, target: str, *, n_boot: int = 1000, seed: int = 0,
                       level: float = 0.95) -> list[float]:
     """Percentile interval of Spearman's rho between `score` and `target` over resampled instances (`id`): each
-    resample takes instances with replacement, every row of a drawn instance as often as it is drawn."""
-    if n_boot <= 0:
-        return [float("nan"), float("nan")]
+    resample takes instances with replacement, every row of a drawn instance as often as it is drawn
+    (scipy.stats.bootstrap over the instances' positions; the statistic expands them to their rows)."""
     ids = frame["id"].unique(maintain_order=True)
+    if n_boot <= 0 or len(ids) < 2:
+        return [float("nan"), float("nan")]
     index = {k: i for i, k in enumerate(ids.to_list())}
     owner = np.array([index[k] for k in frame["id"].to_list()])
+    rows_of = [np.flatnonzero(owner == i) for i in range(len(ids))]
     s, t = frame[score].to_numpy().astype(np.float64), frame[target].to_numpy().astype(np.float64)
-    rng = np.random.default_rng(seed)
-    boot = np.empty(n_boot)
-    for b in range(n_boot):
-        drawn = np.bincount(rng.integers(0, len(ids), len(ids)), minlength=len(ids))
-        rows = np.repeat(np.arange(len(s)), drawn[owner])
-        boot[b] = spearman(s[rows], t[rows])
-    return list(percentile_interval(boot, level)[:2])
+
+    def rho(drawn_instances):
+        rows = np.concatenate([rows_of[int(i)] for i in drawn_instances])
+        return spearman(s[rows], t[rows])
+
+    estimate = spearman(s, t)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = stats.bootstrap((np.arange(len(ids)),), rho, vectorized=False, n_resamples=n_boot,
+                                 confidence_level=level, method="percentile", rng=seed)
+    if np.isnan(estimate):
+        return [float("nan"), float("nan")]
+    return [float(result.confidence_interval.low), float(result.confidence_interval.high)]

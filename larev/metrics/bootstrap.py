@@ -1,12 +1,14 @@
 """Paired bootstrap confidence intervals for aggregate scores, separations and their SUM (none of the papers
-reports them).
+reports them), from scipy.stats.bootstrap.
 
-Resampling unit: the test example. One resample draws n example ids with replacement and every rationale source
-of every metric is re-aggregated on the same draw, so a separation (gold minus a degraded variant, computed on
-the same examples) gets a paired interval. Aggregates follow `larev.metrics.scores.summarise`: each metric's rows
-name their aggregate kind (the mean pointwise score, or LAS's macro-average over leaking and non-leaking
-rationales, NaN when a resample has an empty group). Intervals are percentile intervals over `n_boot` resamples,
-ignoring NaN resamples; the `nan_share` column says how many were NaN.
+Resampling unit: the test example. `paired=True` draws n example ids with replacement and every rationale source a
+quantity reads is re-aggregated on the same draw, so a separation (gold minus a degraded variant, computed on the
+same examples) gets a paired interval. Aggregates follow `larev.metrics.scores.summarise`: each metric's rows name
+their aggregate kind (the mean pointwise score, or LAS's macro-average over leaking and non-leaking rationales, NaN
+when a resample has an empty group). Intervals are BCa (bias-corrected and accelerated) for means and their
+differences; percentile for LAS's macro-average, whose resamples can be NaN (then left out; the `nan_share` column
+says how many were). A quantity that does not vary over resamples (a constant paired difference) has the
+zero-width interval at its value.
 """
 
 from __future__ import annotations
@@ -14,47 +16,38 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from larev.metrics.intervals import bootstrap_interval
 from larev.metrics.scores import DEGRADED, THESIS_DEGRADED, leak_macro_average, with_aggregate_kind
 
 CI_COLUMNS = ["metric", "quantity", "estimate", "ci_low", "ci_high", "nan_share", "n"]
 
 
-def resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
-    """[n_boot, n] how many times each example is drawn in each resample."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
-
-
-def weighted_aggregate(counts: np.ndarray, values: np.ndarray, leaks: np.ndarray | None = None,
-                       present: np.ndarray | None = None) -> np.ndarray:
-    """Aggregate per resample (rows of `counts`): the weighted mean, or LAS's macro-average when `leaks` is given,
-    over the examples where `present` (default: all; a variant such as `borrowed` can lack some examples)."""
-    has = np.ones_like(values) if present is None else present.astype(np.float64)
-    values = np.where(has > 0, values, 0.0)
+def aggregate(values: np.ndarray, present: np.ndarray, leaks: np.ndarray | None = None,
+              axis: int = -1) -> np.ndarray:
+    """A source's aggregate over the examples where `present` (1/0): the mean, or LAS's macro-average of the
+    leaking and the non-leaking examples when `leaks` (1/0) is given. Works along `axis` (resamples x examples)."""
+    values = np.where(present > 0, values, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         if leaks is None:
-            return counts @ values / (counts @ has)
-    lk = leaks.astype(np.float64) * has
-    return leak_macro_average(counts @ (values * lk), counts @ lk, counts @ (values * (has - lk)), counts @ (has - lk))
+            return (values * present).sum(axis=axis) / present.sum(axis=axis)
+    leaking = leaks * present
+    other = present - leaking
+    return leak_macro_average((values * leaking).sum(axis=axis), leaking.sum(axis=axis),
+                              (values * other).sum(axis=axis), other.sum(axis=axis))
 
 
-def percentile_interval(samples: np.ndarray, level: float) -> tuple[float, float, float]:
-    """(low, high, nan_share): the central `level` percentile interval of the resampled values, ignoring the NaN
-    ones (NaN bounds when every one is NaN), and the share that was NaN."""
-    finite = samples[~np.isnan(samples)]
-    nan_share = 1.0 - finite.size / samples.size
-    if finite.size == 0:
-        return float("nan"), float("nan"), nan_share
-    tail = (1.0 - level) / 2 * 100
-    low, high = np.percentile(finite, [tail, 100 - tail])
-    return float(low), float(high), nan_share
+def linear_quantity(arrays: dict[str, tuple[np.ndarray, ...]], weights: dict[str, float]):
+    """sum_s weight_s * aggregate_s as (data, statistic) for scipy.stats.bootstrap: `arrays[s]` is source s's
+    (values, present[, leaks]) over the examples, and the statistic re-aggregates each resample of them."""
+    names = list(weights)
+    width = len(arrays[names[0]])
+    data = tuple(a for s in names for a in arrays[s])
 
+    def statistic(*resampled, axis=-1):
+        return sum(weights[s] * aggregate(*resampled[k * width:(k + 1) * width], axis=axis)
+                   for k, s in enumerate(names))
 
-def _interval(estimate: float, boot: np.ndarray, level: float) -> tuple[float, float, float]:
-    low, high, nan_share = percentile_interval(boot, level)
-    if np.isnan(estimate):
-        return float("nan"), float("nan"), nan_share
-    return low, high, nan_share
+    return data, statistic
 
 
 def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
@@ -72,32 +65,32 @@ def bootstrap_intervals(scores: pl.DataFrame, *, n_boot: int = 1000, seed: int =
         if reference not in present:
             continue
         wide = part.pivot(on="source", index="id", values="score").drop_nulls(reference).sort("id")
+        macro = part["aggregate"][0] == "leak_macro"
         leaks_wide = None
-        if part["aggregate"][0] == "leak_macro":
+        if macro:
             leaks_wide = part.pivot(on="source", index="id", values="leaks").sort("id").join(
                 wide.select("id"), on="id", how="semi").sort("id")
         n = wide.height
         if n == 0:
             continue
-        counts = resample_counts(n, n_boot, seed)
-        ones = np.ones((1, n))
-        full, boot = {}, {}
+        arrays = {}  # source -> (values, present[, leaks]) over the examples, in id order
         for s in present:
-            has = wide[s].is_not_null().to_numpy()
             values = wide[s].fill_null(0.0).to_numpy().astype(np.float64)
-            leaks = leaks_wide[s].fill_null(False).to_numpy().astype(bool) if leaks_wide is not None else None
-            full[s] = float(weighted_aggregate(ones, values, leaks, has)[0])
-            boot[s] = weighted_aggregate(counts, values, leaks, has)
-        quantities = [(s, full[s], boot[s]) for s in present]
+            has = wide[s].is_not_null().to_numpy().astype(np.float64)
+            arrays[s] = (values, has) + ((leaks_wide[s].fill_null(False).to_numpy().astype(np.float64),)
+                                         if macro else ())
+
+        quantities = [(s, {s: 1.0}) for s in present]
         pairs = [d for d in degraded if d in present]
-        for d in pairs:
-            quantities.append((f"{reference}-{d}", full[reference] - full[d], boot[reference] - boot[d]))
+        quantities += [(f"{reference}-{d}", {reference: 1.0, d: -1.0}) for d in pairs]
         summed = [d for d in pairs if d in THESIS_DEGRADED] if reference == "gold" else pairs
         if summed:  # SUM: the thesis's three separations (larev.metrics.scores.separations)
-            quantities.append(("SUM", sum(full[reference] - full[d] for d in summed),
-                               sum(boot[reference] - boot[d] for d in summed)))
-        for name, estimate, samples in quantities:
-            low, high, nan_share = _interval(estimate, samples, level)
+            quantities.append(("SUM", {reference: float(len(summed)), **{d: -1.0 for d in summed}}))
+        for name, weights in quantities:
+            data, statistic = linear_quantity(arrays, weights)
+            estimate = float(statistic(*data))
+            low, high, nan_share = bootstrap_interval(data, statistic, estimate, percentile=macro, level=level,
+                                                      n_boot=n_boot, seed=seed)
             rows.append({"metric": metric, "quantity": name, "estimate": estimate, "ci_low": low, "ci_high": high,
                          "nan_share": nan_share, "n": n})
     return pl.DataFrame(rows, schema={"metric": pl.String, "quantity": pl.String, "estimate": pl.Float64,
