@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from larev.compare import (ALL_LABELS, CompareConfig, compare_markdown, compare_plot, compare_sources,
-                           seeds_interval, verdict, win_rate)
+from larev.compare import (ALL_LABELS, COMPARE_SCHEMA, CompareConfig, adjust_p_values, compare_markdown,
+                           compare_plot, compare_sources, seeds_interval, verdict, win_rate)
 
 
 def frame(rows: list[tuple]) -> pl.DataFrame:
@@ -40,6 +40,25 @@ def test_verdict_needs_every_interval_to_exclude_zero():
     assert verdict(-0.3, [(-0.5, -0.1)], "A", "B") == "A < B"
     assert verdict(0.3, [(0.1, 0.5), (-0.2, 0.8)], "A", "B") == "no difference"
     assert verdict(0.3, [(float("nan"), float("nan"))], "A", "B") == "no difference"
+
+
+def test_verdict_needs_p_below_alpha_and_bh_can_take_a_difference_back():
+    assert verdict(0.3, [(0.1, 0.5)], "A", "B", p_value=0.2, alpha=0.05) == "no difference"
+    # Benjamini-Hochberg over (0.04, 0.04, 0.9): 0.04 * 3 / 2 = 0.06 for both small ones, 0.9 stays
+    rows = [{**{k: None for k in COMPARE_SCHEMA}, "metric": "m", "label": ALL_LABELS, "a": a, "b": "x",
+             "p_value": p, "verdict": f"{a} > x"} for a, p in (("A", 0.04), ("B", 0.04), ("C", 0.9))]
+    table = adjust_p_values(pl.DataFrame(rows, schema=COMPARE_SCHEMA), 0.05)
+    assert table["p_adjusted"].to_list() == pytest.approx([0.06, 0.06, 0.9])
+    assert set(table["verdict"]) == {"no difference"}
+
+
+def test_float_noise_between_two_scorings_of_the_same_text_is_a_tie():
+    """The same rationales scored in other batches differ by about 1e-6 (float32): no difference, not 'A < B'."""
+    rng = np.random.default_rng(5)
+    a = rng.normal(0, 1, 500)
+    row = compare_sources(frame(two_sources(a, a + rng.normal(0, 2e-6, 500))), ["A", "B"],
+                          CompareConfig(by_label=False)).row(0, named=True)
+    assert row["difference"] == 0 and row["win_rate"] == 0.5 and row["verdict"] == "no difference"
 
 
 def test_a_planted_difference_is_found_with_its_size():

@@ -114,3 +114,36 @@ def test_reference_rows_are_the_runs_own_variants(tmp_path):
     rows, keys = read_board(store, run, run_dir)
     assert keys == [] and rows["entry"].to_list() == ["gold", "leaky"]
     assert set(rows["origin"]) == {"reference"} and rows["score"].to_list() == pytest.approx([1.5, 0.25])
+
+
+def test_two_concurrent_larev_score_processes_both_land_on_the_leaderboard(tiny_trained_run, tmp_path):
+    """Two real `larev score` processes on one run at once (the session's Prefect API): neither row set is lost,
+    in the store's row files or in the snapshot the later one wrote."""
+    import os
+    import subprocess
+    import sys
+
+    from storage import ArtifactStore
+    from tasks.export import read_run
+    from tasks.leaderboard import read_board
+
+    _, result = tiny_trained_run
+    run_dir = Path(result["run_dir"])
+    test = pl.read_ndjson(run_dir / "test_split.jsonl")
+    children = []
+    for name in ("race-a", "race-b"):
+        path = tmp_path / f"{name}.csv"
+        test.select("id", pl.lit(name).alias("source"), "rationale").write_csv(path)
+        children.append(subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", "score", "--run", str(run_dir), "--rationales", str(path), "--name",
+             name, "--no-progress", "--server", "auto"], cwd=Path(__file__).resolve().parents[1],
+            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [c.communicate(timeout=600)[0] for c in children]
+    assert [c.returncode for c in children] == [0, 0], outputs
+    assert all("leaderboard: rev: race-" in out for out in outputs)
+    run = read_run(run_dir)
+    rows, _ = read_board(ArtifactStore(run["artifact_root"]), run, run_dir)
+    for name in ("race-a", "race-b"):
+        assert rows.filter(pl.col("entry") == name).height == 5  # one row per metric
+    snapshot = pl.read_parquet(run_dir / "leaderboard.parquet")
+    assert {"race-a", "race-b", "gold", "leaky"} <= set(snapshot["entry"])

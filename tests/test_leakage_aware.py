@@ -113,7 +113,9 @@ def test_definitions_and_the_controls_objectives():
     assert LarevConfig().definition == "thesis"
     cfg = LarevConfig(definition="new_information")
     assert cfg.zero == "empty"
-    assert cfg.objective_for(None).empty_rationales and cfg.objective_for(None).lambda_borrowed == 1.0
+    main = cfg.objective_for(None)
+    assert main.empty_rationales and main.lambda_borrowed == 2.0 and main.label_statements == 0.5
+    assert main.zero_terms_start == 0.5
     erm = cfg.objective_for("erm_envs")
     assert erm.weights("nli") == (0.0, 0.0) and erm.lambda_borrowed == 0.0 and erm.empty_rationales
     assert cfg.objective_for("no_borrowed").lambda_borrowed == 0.0
@@ -258,7 +260,7 @@ def test_phi_la_training_smoke():
 
 
 def test_phi_la_trains_the_no_rationale_rows_and_the_borrowed_term_after_the_warm_up():
-    """With no-rationale and borrowed rows (the default definition): both terms are computed on every step, their
+    """With no-rationale and borrowed rows and no staged start: both terms are computed on every step, their
     weights ramp up with the penalties' (0 at the first step, 1 from the warm-up's end), and validation reports
     the no-rationale and borrowed readings beside the environments."""
     phi_la = tiny_evaluator(WORDS + LABELS, seed=2)
@@ -269,8 +271,9 @@ def test_phi_la_trains_the_no_rationale_rows_and_the_borrowed_term_after_the_war
                        zero_env=k % 2, empty_input=rationale_input("", "a man <mask> a dog"),
                        borrowed_input=rationale_input("a tool", "a man <mask> a dog"))
             for k, (y, w) in enumerate(zip(LABELS * 6, ["fruit", "tool", "dog"] * 6))]
+    unstaged = LeakageAwareConfig(zero_terms_start=0.0, lambda_borrowed=1.0)  # the terms ramp with the penalties
     result = train_leakage_aware(phi_la, psi, data[:15], data[15:], [LABELS] * 3,
-                                 TrainConfig(epochs=2, batch_size=4), LeakageAwareConfig(), "nli", progress=False,
+                                 TrainConfig(epochs=2, batch_size=4), unstaged, "nli", progress=False,
                                  log_every=1, env_names=("E1", "E2"))
     assert result.trace[0].w_borrowed == 0 and result.trace[0].borrowed is None  # weight 0: not computed
     assert all(t.borrowed is not None and t.borrowed >= 0 and t.empty is not None for t in result.trace[1:])
@@ -404,7 +407,7 @@ def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():
 
 
 def planted_phrasing_scores(seed: int = 0) -> dict[str, dict[str, float]]:
-    """Mean LAREV scores (default definition) of gold, borrowed and empty test rationales on planted data, for
+    """Mean LAREV scores (`new_information`) of gold, borrowed and empty test rationales on planted data, for
     phi_LA and for the erm_envs control (`seed` draws the data and initialises the models). b's relation word
     carries the label, and so does r's phrasing (a hint word per label); r also names the instance's subject,
     which b names too. A borrowed rationale (another instance's, same label) has the label's phrasing and another
@@ -438,7 +441,6 @@ def planted_phrasing_scores(seed: int = 0) -> dict[str, dict[str, float]]:
     psi = probe_from(phi)
     train_evaluator(psi, [baseline_input(m) for m in train["E2"]], train["label"].to_list(), [], [], [], config,
                     progress=False, keep_eval=[psi.model.get_encoder()])
-    instances = la_instances(train, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True, seed=seed)
     donors = borrowed_from(test["label"].to_list(), same_label=True, seed=seed + 1)
     golds = test["rationale"].to_list()
     rationales = pl.concat([test.select("id", pl.lit(source).alias("source"), pl.Series("rationale", texts), "label")
@@ -447,14 +449,21 @@ def planted_phrasing_scores(seed: int = 0) -> dict[str, dict[str, float]]:
     baselines = test.select("id", "label", pl.col("E1").alias("baseline"))
 
     def scores(objective: LeakageAwareConfig) -> dict[str, float]:
+        instances = la_instances(train, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True,
+                                 label_statements=objective.label_statements if objective.lambda_borrowed else 0.0,
+                                 seed=seed)
         phi_la = tiny_evaluator(words + LABELS, seed=seed + 1)
         train_leakage_aware(phi_la, psi, instances, [], [], config.model_copy(update={"batch_size": 4}), objective,
                             "nli", progress=False)
         table = score_rev(phi_la, None, rationales, test, baselines, ScoreConfig(), zero="empty")
         return dict(table.group_by("source").agg(pl.col("score").mean()).iter_rows())
 
-    return {"larev": scores(LeakageAwareConfig()),
-            "erm_envs": scores(LeakageAwareConfig(lambda_irm=0.0, lambda_probe=0.0, lambda_borrowed=0.0))}
+    # the objective these figures were measured with (stop 40): the borrowed term at weight 1 from the first step,
+    # no label statements; today's defaults (weight 2, label statements, staged start) were chosen on e-SNLI
+    measured = LeakageAwareConfig(lambda_borrowed=1.0, label_statements=0.0, zero_terms_start=0.0)
+    return {"larev": scores(measured),
+            "erm_envs": scores(measured.model_copy(update={"lambda_irm": 0.0, "lambda_probe": 0.0,
+                                                           "lambda_borrowed": 0.0}))}
 
 
 def test_planted_label_phrasing_larev_pays_a_borrowed_rationale_far_less_than_its_erm_control():

@@ -36,6 +36,8 @@ def score(args) -> int:
     started = time.perf_counter()
     result = score_rationales(params)
     print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    for line in result.get("leaderboard", []):
+        print(f"leaderboard: {line}")
     out = Path(result["run_dir"])
     if params.ftc is not None and (out / "ftc.json").exists():
         print()

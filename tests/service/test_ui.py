@@ -299,3 +299,30 @@ def test_a_score_from_the_command_line_shows_up_in_the_ui(page, ui, completed_ru
     open_tab(page, "Artifacts")
     settle(page, "cli-mine-scores")
     shot(page, "10-cli-score-artifacts")
+
+
+def test_the_leaderboard_artifact_lists_every_scored_source(page, ui, completed_run, live_service, tmp_path):
+    """Two more `larev score` runs on the finished run: the run's leaderboard artifact ranks the reference variants
+    and both files, and says where the latest one landed."""
+    from tests.service.conftest import BIN
+
+    _, params = completed_run
+    run_dir = f"{params['params']['run_dir']}/ui-demo"
+    test = [json.loads(line) for line in open(f"{run_dir}/test_split.jsonl", encoding="utf-8")]
+    first, second = tmp_path / "model-a.csv", tmp_path / "model-b.csv"
+    first.write_text("id,source,rationale\n" + "".join(f"{r['id']},a,{r['rationale']}\n" for r in test),
+                     encoding="utf-8")
+    second.write_text("id,source,rationale\n" + "".join(f"{r['id']},b,Because it says so.\n" for r in test),
+                      encoding="utf-8")
+    larev = (str(BIN / "larev"), "score", "--run", run_dir, "--server", live_service.api_url, "--no-progress")
+    live_service.run(*larev, "--rationales", str(first), "--name", "model-a")
+    scored = live_service.run(*larev, "--rationales", str(second), "--name", "model-b")
+    assert "leaderboard: larev: model-b enters rank" in scored.stdout
+    page.goto(f"{ui}/artifacts")
+    settle(page, "ui-demo-leaderboard", timeout=60)
+    page.locator(".artifact-card").filter(has_text="ui-demo-leaderboard").first.click()
+    page.wait_for_url(re.compile(r".*/artifacts/artifact/[0-9a-f-]+"))
+    settle(page, "model-b")
+    text = page.inner_text("body")
+    assert "model-a" in text and "gold" in text and "reference" in text
+    shot(page, "11-leaderboard")
