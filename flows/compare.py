@@ -8,6 +8,7 @@ each, and the comparison gets a seeds interval beside the one over instances.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from flows.score import ScoreParams, score_rationales
 from larev.compare import CompareConfig
 from larev.config import Device
 from larev.data.files import SUFFIXES
+from larev.data.variants import VARIANTS
+from larev.digests import file_digest
+from larev.run_files import RUN_FILE
 from tasks.compare import compare_and_write
 
 
@@ -47,10 +51,23 @@ def is_rationale_file(ref: str) -> bool:
     return path.suffix.lower() in SUFFIXES and path.is_file()
 
 
-def output_name(path: str) -> str:
-    """The `larev score --name` a compared file is scored under: its stem, made a valid name."""
+def output_name(path: str, runs: list[str]) -> str:
+    """The `larev score --name` a compared file is scored under: its stem, made a valid name; with the start of
+    its digest added when the stem is one of the runs' own variants (`leaky.csv` is not the variant `leaky`) or an
+    earlier output of that name came from another file."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).stem).strip("-.") or "file"
-    return stem if stem[0].isalnum() else f"f{stem}"
+    stem = stem if stem[0].isalnum() else f"f{stem}"
+    taken = stem in VARIANTS or any(_scored_from_elsewhere(Path(run) / stem, path) for run in runs)
+    return f"{stem}-{file_digest(path)[:8]}" if taken else stem
+
+
+def _scored_from_elsewhere(output: Path, path: str) -> bool:
+    """Whether the score output `output` exists and was made from another file than `path`."""
+    record = output / RUN_FILE
+    if not record.is_file():
+        return False
+    scored = json.loads(record.read_text()).get("params", {}).get("rationales")
+    return scored is None or Path(scored).resolve() != Path(path).resolve()
 
 
 @flow(name="compare-sources", flow_run_name="compare-{params.name}", log_prints=True)
@@ -59,7 +76,7 @@ def compare_rationale_sources(params: CompareParams) -> dict:
     refs = []
     for ref in params.sources:
         if is_rationale_file(ref):
-            name = output_name(ref)
+            name = output_name(ref, params.runs)
             for run in params.runs:
                 score_rationales(ScoreParams(run=run, rationales=ref, name=name, device=params.device,
                                              progress=params.progress))

@@ -76,7 +76,7 @@ def measure_scale_out(run_dir: str, out: Path, *, n_rows: int, shard_rows: int, 
         print(f"{label}: scoring {n_rows:,} rationales ...", flush=True)
         started = time.perf_counter()
         result = score_rationales(ScoreParams(run=run_dir, rationales=str(path), name=f"bench-scale-{len(rows)}",
-                                              progress=False, scale_out=scale, refresh=True))
+                                              progress=False, scale_out=scale, refresh=True, leaderboard=False))
         seconds = time.perf_counter() - started
         scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
         reference = scores if reference is None else reference

@@ -6,12 +6,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
+import polars as pl
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from larev.stress.addtext.config import AddTextConfig
 from larev.config import BaselineConfig, Device, ScoreConfig
 from larev.digests import file_digest
+from larev.data.variants import VARIANTS
 from larev.errors import ConfigError
 from larev.leaderboard import entries as leaderboard_entries
 from larev.stress.ftc.config import FtcConfig
@@ -34,15 +36,20 @@ class ScoreParams(BaseModel):
     run: str | None = Field(None, description="a finished pipeline run's directory (holding run.json); or `pack`")
     pack: str | None = Field(None, description="an evaluator pack (`larev pack`) to score with instead of a run: "
                                                "extracted under .larev/packs/ and checked file by file first")
+    pack_digest: str | None = Field(None, pattern=r"^[0-9a-fA-F]{8,64}$",
+                                    description="the pack's digest as `larev pack` printed it (or its start): a "
+                                                "pack re-made whole, pack.json included, is then refused too")
     rationales: str = Field(..., description="rationale file: id, source, rationale[, label] (.parquet/.jsonl/.csv)")
     name: str = Field("scored", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                      description="outputs go to RUN/NAME/ (RUN: the --run directory)")
+                      description="outputs go to RUN/NAME/ (RUN: the --run directory, or the pack's extraction); "
+                                  "the name on the run's leaderboard, so not one of the run's own variants")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
     origin: Literal["score", "inbox"] = Field("score", description="how the run's leaderboard lists this scoring: "
                                                                    "a file scored by hand, or an inbox file")
+    leaderboard: bool = Field(True, description="record this scoring on the run's leaderboard")
     scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
                                       description="shard large files over a Dask cluster (shard_rows > 0)")
     refresh: bool = Field(False, description="recompute every step even where a cached result exists")
@@ -56,6 +63,11 @@ class ScoreParams(BaseModel):
     def _run_or_pack(self):
         if (self.run is None) == (self.pack is None):
             raise ValueError("give exactly one of run (a finished run's directory) and pack (an evaluator pack)")
+        if self.pack_digest is not None and self.pack is None:
+            raise ValueError("pack_digest checks a pack: give pack too")
+        if self.name in VARIANTS:
+            raise ValueError(f"name {self.name!r} is one of the run's own variants ({', '.join(VARIANTS)}); its "
+                             "outputs and leaderboard entry would be mistaken for them: choose another")
         return self
 
     def run_dir(self) -> str:
@@ -64,7 +76,7 @@ class ScoreParams(BaseModel):
             return self.run
         from tasks.packs import unpack
 
-        return str(unpack(self.pack))
+        return str(unpack(self.pack, expected_digest=self.pack_digest))
 
     @model_validator(mode="after")
     def _stress_needs_one_table(self):
@@ -110,12 +122,15 @@ def score_rationales(params: ScoreParams) -> dict:
     inputs = {"rationales": rationales} if isinstance(rationales, ArtifactRef) else {}  # shards: in the store
     out = export_run(store, str(Path(run_dir) / params.name), {**inputs, **report, **stress},
                      params.model_dump(mode="json"))
-    rows = leaderboard_entries(store.read_parquet(report["scores"].key), store.read_parquet(report["summary"].key),
-                               origin=params.origin, output=params.name, file=Path(params.rationales).name,
-                               scored_at=now())
-    moved = update_leaderboard(store, run, run_dir, rows)
-    for line in moved:
-        print(f"leaderboard: {line}")
+    moved = []
+    if params.leaderboard:
+        with store.local_copy(report["scores"].key) as scores_file:  # read lazily: a sharded file stays streamed
+            rows = leaderboard_entries(pl.scan_parquet(scores_file), store.read_parquet(report["summary"].key),
+                                       origin=params.origin, output=params.name, file=Path(params.rationales).name,
+                                       scored_at=now())
+        moved = update_leaderboard(store, run, run_dir, rows)
+        for line in moved:
+            print(f"leaderboard: {line}")
     return {"run_dir": out, "steps": steps.records, "leaderboard": moved}
 
 

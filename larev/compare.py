@@ -97,7 +97,7 @@ def _excludes_zero(low: float, high: float) -> bool | None:
     return low > 0 or high < 0
 
 
-def verdict(difference: float, intervals: list[tuple[float, float]], a: str, b: str, p_value: float = 0.0,
+def verdict(difference: float, intervals: list[tuple[float, float]], a: str, b: str, p_value: float,
             alpha: float = 0.05) -> str:
     """'A > B', 'A < B', or 'no difference' (some interval covers 0, or p_value >= alpha), in words."""
     checks = [_excludes_zero(low, high) for low, high in intervals]

@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from larev.metrics.intervals import mean_interval
+from larev.metrics.scores import with_aggregate_kind
 
 REFERENCE, SCORED, INBOX = "reference", "score", "inbox"
 
@@ -33,11 +34,13 @@ def entry_name(output: str | None, source: str, n_sources: int) -> str:
     return output if n_sources == 1 else f"{output}:{source}"
 
 
-def entries(scores: pl.DataFrame, summary: pl.DataFrame, *, origin: str, output: str | None, file: str,
+def entries(scores: pl.DataFrame | pl.LazyFrame, summary: pl.DataFrame, *, origin: str, output: str | None, file: str,
             scored_at: str, level: float = 0.95, n_boot: int = 1000) -> pl.DataFrame:
     """Leaderboard rows of one scoring: `summary` (metric, source, score, n) gives each score; `scores` (metric,
-    source, score per instance, aggregate) its interval."""
+    source, score per instance; a table without `aggregate`, written before it existed, is read as
+    `larev.metrics.scores.with_aggregate_kind` reads it) its interval."""
     sources = summary["source"].unique(maintain_order=True).to_list()
+    scores = with_aggregate_kind(scores).select("metric", "source", "score", "aggregate").collect()
     kinds = dict(scores.group_by("metric").agg(pl.col("aggregate").first()).iter_rows())
     rows = []
     for r in summary.iter_rows(named=True):
@@ -73,7 +76,8 @@ def moves(before: pl.DataFrame, after: pl.DataFrame, new: list[str]) -> list[str
         for r in part.filter(pl.col("entry").is_in(new)).iter_rows(named=True):
             was = old_rank.get((metric, r["entry"]))
             where = "enters" if was is None else f"moves from {was} to"
-            above = part.filter(pl.col("rank") == r["rank"] + 1)["entry"].to_list() if r["rank"] < r["of"] else []
+            below = part.filter(pl.col("rank") > r["rank"])
+            above = below.filter(pl.col("rank") == below["rank"].min())["entry"].to_list() if below.height else []
             tail = f", above {', '.join(above)}" if above else ""
             lines.append(f"{metric}: {r['entry']} {where} rank {r['rank']} of {r['of']} "
                          f"(score {r['score']:+.3f}){tail}")

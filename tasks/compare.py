@@ -12,6 +12,7 @@ The math is larev/compare.py; nothing here is cached (a comparison is cheap and 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import polars as pl
@@ -23,6 +24,8 @@ from larev.compare import ALL_LABELS, CompareConfig, compare_markdown, compare_p
     comparable_metrics
 from larev.errors import ConfigError
 from larev.leaderboard import entry_name
+from larev.metrics.scores import with_aggregate_kind
+from larev.run_files import TEST_SPLIT_FILE
 from tasks.reports import artifact_key, ui_rows
 
 SCORE_COLUMNS = ["id", "source", "metric", "score", "label", "aggregate"]
@@ -30,7 +33,13 @@ SCORES_FILE = "scores.parquet"
 
 
 def _read_scores(path: Path) -> pl.DataFrame:
-    return pl.read_parquet(path, columns=SCORE_COLUMNS)
+    """The columns a comparison reads; a table written before `aggregate` existed gets it as summaries do."""
+    return with_aggregate_kind(pl.scan_parquet(path)).select(SCORE_COLUMNS).collect()
+
+
+def gold_labels(run_dir: Path) -> pl.DataFrame:
+    """id -> gold label of the run's test split (a scored file may carry labels of its own)."""
+    return pl.read_ndjson(run_dir / TEST_SPLIT_FILE).select("id", pl.col("label").alias("gold_label"))
 
 
 def scored_outputs(run_dir: Path) -> list[str]:
@@ -66,8 +75,10 @@ def gather_scores(run_dirs: list[str], refs: list[str]) -> tuple[pl.DataFrame, l
     """Every ref's scores from every run (seed = the run's position), and the compared names in order."""
     parts, names = [], []
     for seed, run_dir in enumerate(run_dirs):
+        labels = gold_labels(Path(run_dir))
         for ref in refs:
             frame = source_scores(run_dir, ref).with_columns(seed=pl.lit(seed, dtype=pl.Int64))
+            frame = frame.drop("label").join(labels, on="id", how="left").rename({"gold_label": "label"})
             parts.append(frame)
             if seed == 0:
                 names += [s for s in frame["source"].unique(maintain_order=True).to_list() if s not in names]
@@ -91,9 +102,11 @@ def compare_and_write(run_dirs: list[str], refs: list[str], out: str, config: Co
     markdown = compare_markdown(table, names, skipped=skipped, seeds=len(run_dirs), config=config)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    rows = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+            for row in table.to_dicts()]  # NaN is not JSON
     record = {"runs": run_dirs, "sources": names, "config": config.model_dump(), "skipped_metrics": skipped,
-              "rows": table.to_dicts()}
-    (out_dir / "compare.json").write_text(json.dumps(record, indent=2, allow_nan=True) + "\n")
+              "rows": rows}
+    (out_dir / "compare.json").write_text(json.dumps(record, indent=2, allow_nan=False) + "\n")
     (out_dir / "compare.md").write_text(markdown)
     (out_dir / "compare.png").write_bytes(compare_plot(table))
     key = artifact_key(f"compare-{name}")

@@ -10,8 +10,6 @@ larev/leaderboard.py.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +22,7 @@ from prefect.cache_policies import NONE
 from larev.leaderboard import LEADERBOARD_SCHEMA, REFERENCE, entries, leaderboard_markdown, moves, ranked
 from larev.run_files import RUN_FILE
 from storage import ArtifactStore
+from storage.store import _write_local_atomically
 from tasks.reports import artifact_key, ui_rows
 
 SNAPSHOT = "leaderboard.parquet"
@@ -74,15 +73,7 @@ def record(store: ArtifactStore, run: dict, rows: pl.DataFrame) -> str:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the snapshot from the run's other readers
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _write_local_atomically(str(path), lambda f: f.write(data))
 
 
 def write_snapshot(store: ArtifactStore, run: dict, run_dir: str | Path) -> pl.DataFrame:

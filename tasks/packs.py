@@ -10,8 +10,10 @@ A pack is a tar file:
                        _MANIFEST.json, files their .sha256 sidecar)
 
 Nothing pickled: only the file types in ALLOWED_SUFFIXES are packed (weights are safetensors), and a run holding
-anything else is refused. `unpack` checks every file against pack.json before anything reads it, and refuses a
-pack that does not match with one line naming the first file that differs.
+anything else is refused. `unpack` checks every file against pack.json before anything reads it (and the file types
+and run.json's store again), and refuses a pack that does not match with one line naming the first file that
+differs. pack.json travels inside the pack, so its digest catches damage and a file edited on its own; against a
+pack re-made whole, pin the digest `larev pack` printed (`larev score --pack-digest`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from larev.digests import sha256_file
 from larev.errors import ConfigError, InputError
 from larev.run_files import RUN_FILE
 from storage import ArtifactStore
@@ -38,14 +41,6 @@ STORE_DIR = "store"
 ALLOWED_SUFFIXES = (".safetensors", ".json", ".parquet", ".txt", ".md", ".png", ".jsonl", ".sha256", ".model",
                     ".csv")
 DEFAULT_UNPACK_DIR = Path(".larev") / "packs"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def files_digest(files: dict[str, str]) -> str:
@@ -85,7 +80,7 @@ def make_pack(run_dir: str | Path, out: str | Path) -> dict:
                 raise ConfigError(f"{run_dir}: artifact file {rel} is not one a pack may hold "
                                   f"({', '.join(ALLOWED_SUFFIXES)}); packs carry safetensors weights and data, "
                                   "nothing pickled")
-            files[rel] = _sha256(path)
+            files[rel] = sha256_file(path)
         params = run["params"]
         header = {"format": PACK_FORMAT, "run_name": params.get("run_name"), "task": _task(run),
                   "backbone": params.get("model", {}).get("backbone"),
@@ -122,18 +117,60 @@ def read_header(pack: str | Path) -> dict:
         raise InputError(f"not a larev pack ({type(exc).__name__}: {exc})", file=str(pack)) from None
     if not isinstance(header, dict) or header.get("format") != PACK_FORMAT:
         raise InputError(f"not a larev pack of format {PACK_FORMAT}", file=str(pack))
+    files = header.get("files")
+    if not isinstance(files, dict) or not isinstance(header.get("digest"), str) or RUN_FILE not in files:
+        raise InputError("pack.json lacks its file list, its digest or run.json: the pack was altered",
+                         file=str(pack))
+    for rel in files:
+        if not isinstance(rel, str) or rel.startswith("/") or ".." in rel.split("/") or \
+                not rel.endswith(ALLOWED_SUFFIXES):
+            raise InputError(f"pack.json lists {rel!r}, which a pack may not hold (an absolute or parent path, or "
+                             f"a type other than {', '.join(ALLOWED_SUFFIXES)})", file=str(pack))
     return header
 
 
-def unpack(pack: str | Path, root: str | Path | None = None) -> Path:
+_UNPACKED: dict[tuple, Path] = {}  # (pack file, size, mtime, root, digest pin) -> its checked extraction
+
+
+def unpack(pack: str | Path, root: str | Path | None = None, expected_digest: str | None = None) -> Path:
     """The run directory of a pack, extracted under `root` (default .larev/packs) in a folder named by its digest
     and checked file by file against pack.json; an earlier extraction of the same pack is reused after the same
-    check. InputError with one line when a file is missing, extra or altered."""
+    check (once per process). InputError with one line when a file is missing, extra or altered, when run.json names
+    another store than the pack's, or when the digest differs from `expected_digest`."""
+    path = Path(pack)
+    stat = path.stat() if path.is_file() else None
+    memo = (str(path.resolve()), stat and stat.st_size, stat and stat.st_mtime_ns, str(root), expected_digest)
+    if stat is not None and memo in _UNPACKED and _UNPACKED[memo].is_dir():
+        return _UNPACKED[memo]
     header = read_header(pack)
     files: dict[str, str] = header["files"]
-    if files_digest(files) != header.get("digest"):
+    if files_digest(files) != header["digest"]:
         raise InputError("pack.json's file list does not match its digest: the pack was altered", file=str(pack))
-    target = Path(root or DEFAULT_UNPACK_DIR) / header["digest"][:16]
+    if expected_digest is not None and not header["digest"].startswith(expected_digest.lower()):
+        raise InputError(f"the pack's digest {header['digest'][:16]} is not the expected {expected_digest[:16]}: "
+                         "another or a re-made pack", file=str(pack))
+    target = _extract(pack, files, header["digest"], root)
+    _check_run_file(target, files, pack)
+    _UNPACKED[memo] = target
+    return target
+
+
+def _check_run_file(folder: Path, files: dict[str, str], pack: str | Path) -> None:
+    """run.json must name the pack's own store and only artifacts the pack holds."""
+    run = json.loads((folder / RUN_FILE).read_text())
+    if run.get("artifact_root") != STORE_DIR:
+        raise InputError(f"run.json names the store {run.get('artifact_root')!r}, not the pack's own: the pack was "
+                         "altered", file=str(pack))
+    for name, ref in run.get("artifacts", {}).items():
+        key = f"{STORE_DIR}/{ref.get('key', '')}"
+        if not (key in files or any(rel.startswith(key + "/") for rel in files)):
+            raise InputError(f"run.json's artifact {name!r} ({ref.get('key')}) is not in the pack: the pack was "
+                             "altered", file=str(pack))
+
+
+def _extract(pack: str | Path, files: dict[str, str], digest: str, root: str | Path | None) -> Path:
+    """Extract into root/<digest[:16]> (atomically), or check the extraction already there."""
+    target = Path(root or DEFAULT_UNPACK_DIR) / digest[:16]
     if target.is_dir():
         _check_files(target, files, pack)
         return target
@@ -149,6 +186,10 @@ def unpack(pack: str | Path, root: str | Path | None = None) -> Path:
             tar.extractall(partial, filter="data")
         _check_files(partial, files, pack)
         os.replace(partial, target)
+    except tarfile.TarError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise InputError(f"the pack cannot be extracted ({type(exc).__name__}: {exc}): the pack was altered",
+                         file=str(pack)) from None
     except OSError:
         shutil.rmtree(partial, ignore_errors=True)
         if not target.is_dir():
@@ -161,12 +202,14 @@ def unpack(pack: str | Path, root: str | Path | None = None) -> Path:
 
 
 def _check_files(folder: Path, files: dict[str, str], pack: str | Path) -> None:
+    where = "the pack was altered" if folder.name.startswith(TMP_PREFIX) else \
+        f"the pack or its extraction was altered (delete {folder} to extract it again)"
     for rel, digest in files.items():
         path = folder / rel
         if not path.is_file():
-            raise InputError(f"{rel} is missing: the pack was altered or its extraction damaged", file=str(pack))
-        if _sha256(path) != digest:
-            raise InputError(f"{rel} does not match its sha256 in pack.json: the pack was altered", file=str(pack))
+            raise InputError(f"{rel} is missing: {where}", file=str(pack))
+        if sha256_file(path) != digest:
+            raise InputError(f"{rel} does not match its sha256 in pack.json: {where}", file=str(pack))
 
 
 def check_pack_fits(pack: str | Path, examples, rationales: str, column_map: dict[str, str] | None) -> None:

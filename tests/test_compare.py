@@ -36,10 +36,10 @@ def test_seeds_interval_is_student_t_over_seed_means():
 
 
 def test_verdict_needs_every_interval_to_exclude_zero():
-    assert verdict(0.3, [(0.1, 0.5)], "A", "B") == "A > B"
-    assert verdict(-0.3, [(-0.5, -0.1)], "A", "B") == "A < B"
-    assert verdict(0.3, [(0.1, 0.5), (-0.2, 0.8)], "A", "B") == "no difference"
-    assert verdict(0.3, [(float("nan"), float("nan"))], "A", "B") == "no difference"
+    assert verdict(0.3, [(0.1, 0.5)], "A", "B", 0.01) == "A > B"
+    assert verdict(-0.3, [(-0.5, -0.1)], "A", "B", 0.01) == "A < B"
+    assert verdict(0.3, [(0.1, 0.5), (-0.2, 0.8)], "A", "B", 0.01) == "no difference"
+    assert verdict(0.3, [(float("nan"), float("nan"))], "A", "B", 0.01) == "no difference"
 
 
 def test_verdict_needs_p_below_alpha_and_bh_can_take_a_difference_back():

@@ -10,17 +10,13 @@ import polars as pl
 import pytest
 
 from larev.errors import ConfigError, InputError
-from larev.human.agreement import (average_ranks, kendall_tau_b, pairwise_accuracy, pairwise_credits, spearman,
+from larev.human.agreement import (kendall_tau_b, pairwise_accuracy, pairwise_credits, spearman,
                                    spearman_interval)
 from larev.human.annotations import check_annotations, read_annotations
 from larev.human.report import acceptability_agreement, fine_grained_agreement, human_markdown
 
 
 # ------------------------------------------------------------------------------------------------ statistics
-def test_average_ranks_share_ties():
-    assert average_ranks(np.array([10.0, 20.0, 20.0, 5.0])).tolist() == [2.0, 3.5, 3.5, 1.0]
-
-
 def test_spearman_by_hand():
     # ranks x: 1 2 3 4, ranks y: 1 3 2 4 -> d^2 = 0 1 1 0 -> rho = 1 - 6 * 2 / (4 * 15) = 0.8
     assert spearman([1, 2, 3, 4], [10, 30, 20, 40]) == pytest.approx(0.8)

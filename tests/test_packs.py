@@ -95,3 +95,65 @@ def test_score_needs_a_run_or_a_pack_not_both(packed, capsys):
     run_dir, pack = packed
     assert main(["score", "--run", str(run_dir), "--pack", str(pack), "--rationales", "x.csv"]) == 2
     assert "exactly one of run" in capsys.readouterr().err
+
+
+def rebuilt(pack: Path, out: Path, edit) -> None:
+    """A copy of the pack re-made whole: `edit(files: {name: bytes})` changes members, pack.json is recomputed (what
+    someone who re-packs by hand would do)."""
+    from tasks.packs import files_digest
+
+    with tarfile.open(pack) as src:
+        files = {m.name: src.extractfile(m).read() for m in src.getmembers() if m.isfile()}
+    header = json.loads(files.pop("pack.json"))
+    edit(files)
+    import hashlib
+
+    header["files"] = {k: hashlib.sha256(v).hexdigest() for k, v in files.items()}
+    header["digest"] = files_digest(header["files"])
+    files["pack.json"] = json.dumps(header).encode()
+    with tarfile.open(out, "w") as dst:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            dst.addfile(info, io.BytesIO(data))
+
+
+def test_a_repacked_pack_is_refused_by_its_pinned_digest_and_by_what_it_names(packed, tmp_path, monkeypatch,
+                                                                               capsys):
+    run_dir, pack = packed
+    header = json.loads(tarfile.open(pack).extractfile("pack.json").read())
+    rationales = gold_copy(run_dir, tmp_path / "mine.csv")
+    monkeypatch.chdir(tmp_path)
+
+    def flip_weights(files):
+        name = next(k for k in files if k.endswith(".safetensors"))
+        files[name] = bytes([files[name][0] ^ 1]) + files[name][1:]
+
+    repacked = tmp_path / "repacked.larev.tar"
+    rebuilt(pack, repacked, flip_weights)
+    assert main(["score", "--pack", str(repacked), "--rationales", str(rationales), "--pack-digest",
+                 header["digest"][:16]]) == 2
+    assert "is not the expected" in capsys.readouterr().err
+
+    def elsewhere(files):  # run.json pointed at another store
+        run = json.loads(files["run.json"])
+        files["run.json"] = json.dumps({**run, "artifact_root": "/somewhere/else"}).encode()
+
+    rebuilt(pack, tmp_path / "elsewhere.larev.tar", elsewhere)
+    assert main(["score", "--pack", str(tmp_path / "elsewhere.larev.tar"), "--rationales", str(rationales)]) == 2
+    assert "names the store '/somewhere/else', not the pack's own" in capsys.readouterr().err
+
+    def climbing(files):
+        files["../outside.json"] = b"{}"
+
+    rebuilt(pack, tmp_path / "climbing.larev.tar", climbing)
+    assert main(["score", "--pack", str(tmp_path / "climbing.larev.tar"), "--rationales", str(rationales)]) == 2
+    assert "'../outside.json', which a pack may not hold" in capsys.readouterr().err
+    assert not (tmp_path / "outside.json").exists()
+
+
+def test_a_score_output_may_not_take_a_variants_name(packed, tmp_path, capsys):
+    run_dir, _ = packed
+    rationales = gold_copy(run_dir, tmp_path / "mine.csv")
+    assert main(["score", "--run", str(run_dir), "--rationales", str(rationales), "--name", "gold"]) == 2
+    assert "one of the run's own variants" in capsys.readouterr().err

@@ -48,14 +48,10 @@ def score(args) -> int:
 
 
 def compare(args) -> int:
-    from flows.compare import CompareParams, compare_rationale_sources
-    from larev.compare import CompareConfig
+    from flows.compare import compare_rationale_sources
 
-    params = CompareParams(runs=args.runs, sources=args.sources, name=args.name, out=args.out, metrics=args.metrics,
-                           device=args.device, compare=CompareConfig(level=args.level, n_boot=args.n_boot,
-                                                                     by_label=args.by_label))
     _wait_for_api(args)
-    result = compare_rationale_sources(params)
+    result = compare_rationale_sources(args.compare_params)  # built and checked by preflight.check_inputs
     out = Path(result["out"])
     print((out / "compare.md").read_text())
     print(f"compare.json, compare.md and compare.png in {out}")

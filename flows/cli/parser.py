@@ -100,6 +100,9 @@ def commands() -> dict[str, Command]:
         "score": Command(ScoreParams, [
             *WITH_RUN,
             Option("--pack", "pack"),
+            Option("--pack-digest", "pack_digest"),
+            Option("--no-leaderboard", "leaderboard", const=False, help="do not record this scoring on the run's "
+                                                                        "leaderboard"),
             Option("--refresh", "refresh", const=True),
             Option("--ftc", "ftc", const={}, help="also compute FTC of every source's explanations (NLI; the "
                                                   "defaults of `larev ftc`)"),

@@ -26,7 +26,8 @@ def check_inputs(args: argparse.Namespace) -> None:
     elif args.command == "bench" and getattr(args, "bench", None) == "human":
         human_inputs(args.run, args.annotations)
     elif args.command == "compare":
-        compare_inputs(args.runs, args.sources)
+        args.compare_params = compare_params(args)
+        compare_inputs(args.compare_params.runs, args.compare_params.sources)
 
 
 def flow_input_check(check, *args):
@@ -95,6 +96,16 @@ def human_inputs(run_dir: str, annotations: list[str]) -> None:
 
     store, examples = _run_examples(run_dir)
     check_annotations(run_dir, annotations, store.read_parquet(examples.key)["task"][0])
+
+
+def compare_params(args: argparse.Namespace):
+    """`larev compare`'s options as the flow's validated parameters (a bad level or name fails here)."""
+    from flows.compare import CompareParams
+    from larev.compare import CompareConfig
+
+    return CompareParams(runs=args.runs, sources=args.sources, name=args.name, out=args.out, metrics=args.metrics,
+                         device=args.device, compare=CompareConfig(level=args.level, n_boot=args.n_boot,
+                                                                   by_label=args.by_label))
 
 
 def compare_inputs(runs: list[str], sources: list[str]) -> None:

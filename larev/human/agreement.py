@@ -23,11 +23,6 @@ from scipy import stats
 from larev.metrics.intervals import bootstrap_interval
 
 
-def average_ranks(x: np.ndarray) -> np.ndarray:
-    """1-based ranks of x, ties given the mean of the ranks they span (scipy.stats.rankdata)."""
-    return stats.rankdata(np.asarray(x, dtype=np.float64), method="average")
-
-
 def spearman(x, y) -> float:
     """Spearman's rho; NaN when either side is constant or there are fewer than 2 points."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
@@ -97,11 +92,15 @@ def spearman_interval(frame: pl.DataFrame, score: str, target: str, *, n_boot: i
         rows = np.concatenate([rows_of[int(i)] for i in drawn_instances])
         return spearman(s[rows], t[rows])
 
-    estimate = spearman(s, t)
+    if np.isnan(spearman(s, t)):
+        return [float("nan"), float("nan")]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = stats.bootstrap((np.arange(len(ids)),), rho, vectorized=False, n_resamples=n_boot,
                                  confidence_level=level, method="percentile", rng=seed)
-    if np.isnan(estimate):
+    samples = np.asarray(result.bootstrap_distribution, dtype=np.float64)
+    finite = samples[~np.isnan(samples)]  # a resample of constant ranks has no rho: left out
+    if finite.size == 0:
         return [float("nan"), float("nan")]
-    return [float(result.confidence_interval.low), float(result.confidence_interval.high)]
+    tail = (1.0 - level) / 2 * 100
+    return [float(v) for v in np.percentile(finite, [tail, 100 - tail])]
