@@ -26,7 +26,6 @@ Pure: polars, numpy and scipy; the `compare-sources` flow (flows/compare.py) fee
 
 from __future__ import annotations
 
-import io
 import itertools
 
 import numpy as np
@@ -36,6 +35,7 @@ from scipy import stats
 
 from larev.config import _Config
 from larev.metrics.intervals import mean_interval
+from larev.reports import png_bytes
 
 ALL_LABELS = "(all)"
 
@@ -108,8 +108,8 @@ def verdict(difference: float, intervals: list[tuple[float, float]], a: str, b: 
 
 
 def paired_differences(scores: pl.DataFrame, metric: str, a: str, b: str,
-                       label: str | None = None) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """(d [S, n] per seed and instance, seed means, mean of A, mean of B) on the instances every seed scored
+                       label: str | None = None) -> tuple[np.ndarray, float, float]:
+    """(d [S, n] per seed and instance, mean of A, mean of B) on the instances every seed scored
     for both sources. `scores`: id, source, metric, score, seed[, label]."""
     part = scores.filter((pl.col("metric") == metric) & pl.col("source").is_in([a, b]))
     if label is not None:
@@ -117,15 +117,14 @@ def paired_differences(scores: pl.DataFrame, metric: str, a: str, b: str,
     seeds = sorted(part["seed"].unique().to_list())
     wide = part.pivot(on="source", index=["seed", "id"], values="score", aggregate_function="first")
     if a not in wide.columns or b not in wide.columns:
-        return np.empty((len(seeds), 0)), np.empty(0), float("nan"), float("nan")
+        return np.empty((len(seeds), 0)), float("nan"), float("nan")
     wide = wide.drop_nulls([a, b])
     common = wide.group_by("id").agg(pl.len().alias("k")).filter(pl.col("k") == len(seeds))["id"]
     wide = wide.filter(pl.col("id").is_in(common.implode())).sort("seed", "id")
     n = wide.height // max(1, len(seeds))
     score_a = wide[a].to_numpy().reshape(len(seeds), n)
     score_b = wide[b].to_numpy().reshape(len(seeds), n)
-    d = score_a - score_b
-    return d, d.mean(axis=1), float(score_a.mean()) if n else float("nan"), \
+    return score_a - score_b, float(score_a.mean()) if n else float("nan"), \
         float(score_b.mean()) if n else float("nan")
 
 
@@ -133,9 +132,9 @@ def compare_pair(scores: pl.DataFrame, metric: str, a: str, b: str, config: Comp
                  label: str | None = None) -> dict:
     """One row of COMPARE_SCHEMA; its verdict on its own p-value (`compare_sources` adjusts both for more than two
     sources)."""
-    d, seed_means, mean_a, mean_b = paired_differences(scores, metric, a, b, label)
+    d, mean_a, mean_b = paired_differences(scores, metric, a, b, label)
     d = np.where(np.abs(d) < config.ties_below, 0.0, d)
-    seed_means = d.mean(axis=1) if d.size else seed_means
+    seed_means = d.mean(axis=1) if d.size else np.empty(0)
     d_bar = d.mean(axis=0) if d.size else np.empty(0)
     estimate = float(d_bar.mean()) if d_bar.size else float("nan")
     ids_low, ids_high = ids_interval(d_bar, config)
@@ -268,8 +267,4 @@ def compare_plot(table: pl.DataFrame) -> bytes:
         ax.set_title(metric)
         ax.set_xlabel("paired difference")
     axes[0][0].legend(loc="best", fontsize="small")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)

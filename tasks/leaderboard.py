@@ -9,7 +9,6 @@ larev/leaderboard.py.
 
 from __future__ import annotations
 
-import io
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,10 +71,6 @@ def record(store: ArtifactStore, run: dict, rows: pl.DataFrame) -> str:
     return key
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    _write_local_atomically(str(path), lambda f: f.write(data))
-
-
 def write_snapshot(store: ArtifactStore, run: dict, run_dir: str | Path) -> pl.DataFrame:
     """RUN/leaderboard.parquet and .md from every row file, rebuilt until the listing is unchanged after the
     write (a scoring that lands meanwhile is then in the snapshot, or rebuilds it itself); the ranked board."""
@@ -83,18 +78,11 @@ def write_snapshot(store: ArtifactStore, run: dict, run_dir: str | Path) -> pl.D
     while True:
         board, keys = read_board(store, run, run_dir)
         table = ranked(board)
-        buf = _parquet_bytes(table)
-        _write_atomically(run_dir / SNAPSHOT, buf)
-        _write_atomically(run_dir / "leaderboard.md",
-                          leaderboard_markdown(table, f"larev leaderboard: {run['params']['run_name']}").encode())
+        markdown = leaderboard_markdown(table, f"larev leaderboard: {run['params']['run_name']}").encode()
+        _write_local_atomically(str(run_dir / SNAPSHOT), table.write_parquet)
+        _write_local_atomically(str(run_dir / "leaderboard.md"), lambda f: f.write(markdown))
         if row_keys(store, run) == keys:
             return table
-
-
-def _parquet_bytes(df: pl.DataFrame) -> bytes:
-    buf = io.BytesIO()
-    df.write_parquet(buf)
-    return buf.getvalue()
 
 
 @task(name="update-leaderboard", cache_policy=NONE, persist_result=False)
