@@ -6,26 +6,34 @@ A source is named in one of three ways (`source_scores`), as the run's leaderboa
   NAME            every source of an earlier `larev score --name NAME` (RUN/NAME/scores.parquet); one source keeps
                   the name NAME, several become NAME:SOURCE
   NAME:SOURCE     one source of such an output
-The math is larev/compare.py; nothing here is cached (a comparison is cheap and must see the files as they are).
+The flow's parameters (CompareParams) and how a compared file is named live here too, so the CLI checks them
+before any flow starts. The math is larev/compare.py; nothing here is cached (a comparison is cheap and must see
+the files as they are).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import polars as pl
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
+from pydantic import BaseModel, ConfigDict, Field
 
 from larev.compare import ALL_LABELS, CompareConfig, compare_markdown, compare_plot, compare_sources, \
     comparable_metrics
+from larev.config import Device
+from larev.data.files import SUFFIXES
+from larev.data.variants import VARIANTS
+from larev.digests import file_digest
 from larev.errors import ConfigError
 from larev.leaderboard import entry_name
 from larev.metrics.scores import with_aggregate_kind
-from larev.run_files import TEST_SPLIT_FILE
+from larev.run_files import RUN_FILE, TEST_SPLIT_FILE
 from tasks.reports import artifact_key, ui_rows
 
 SCORE_COLUMNS = ["id", "source", "metric", "score", "label", "aggregate"]
@@ -86,6 +94,51 @@ def gather_scores(run_dirs: list[str], refs: list[str]) -> tuple[pl.DataFrame, l
     if len(set(names)) < 2:
         raise ConfigError(f"{refs} name fewer than two distinct sources: nothing to compare")
     return scores, names
+
+
+class CompareParams(BaseModel):
+    """Parameters of one comparison (the Prefect UI renders them as a form)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runs: list[str] = Field(..., min_length=1, description="finished run directories; several: evaluator seeds "
+                                                           "of one protocol, compared on the same sources")
+    sources: list[str] = Field(..., min_length=2, description="what to compare, in order (A, B, ...): a source "
+                                                              "of the run (gold), an earlier `larev score` output "
+                                                              "(NAME or NAME:SOURCE), or a rationale file")
+    name: str = Field("compare", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      description="outputs go to RUN/compare-NAME/ (the first run) unless `out` is set")
+    out: str | None = Field(None, description="output directory (default: RUN/compare-NAME)")
+    metrics: list[str] | None = Field(None, description="compare only these metrics (default: every metric whose "
+                                                        "score is a mean over instances)")
+    compare: CompareConfig = Field(default_factory=CompareConfig)
+    device: Device = Field("auto", description="where files are scored: auto (CUDA when present), cpu or cuda")
+    progress: bool = Field(True, description="progress bars while files are scored")
+
+
+def is_rationale_file(ref: str) -> bool:
+    """A ref that names an existing rationale file (scored first) rather than a source of the run."""
+    path = Path(ref)
+    return path.suffix.lower() in SUFFIXES and path.is_file()
+
+
+def output_name(path: str, runs: list[str]) -> str:
+    """The `larev score --name` a compared file is scored under: its stem, made a valid name; with the start of
+    its digest added when the stem is one of the runs' own variants (`leaky.csv` is not the variant `leaky`) or an
+    earlier output of that name came from another file."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).stem).strip("-.") or "file"
+    stem = stem if stem[0].isalnum() else f"f{stem}"
+    taken = stem in VARIANTS or any(_scored_from_elsewhere(Path(run) / stem, path) for run in runs)
+    return f"{stem}-{file_digest(path)[:8]}" if taken else stem
+
+
+def _scored_from_elsewhere(output: Path, path: str) -> bool:
+    """Whether the score output `output` exists and was made from another file than `path`."""
+    record = output / RUN_FILE
+    if not record.is_file():
+        return False
+    scored = json.loads(record.read_text()).get("params", {}).get("rationales")
+    return scored is None or Path(scored).resolve() != Path(path).resolve()
 
 
 @task(name="compare-sources", cache_policy=NONE, persist_result=False)

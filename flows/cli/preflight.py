@@ -100,7 +100,7 @@ def human_inputs(run_dir: str, annotations: list[str]) -> None:
 
 def compare_params(args: argparse.Namespace):
     """`larev compare`'s options as the flow's validated parameters (a bad level or name fails here)."""
-    from flows.compare import CompareParams
+    from tasks.compare import CompareParams
     from larev.compare import CompareConfig
 
     return CompareParams(runs=args.runs, sources=args.sources, name=args.name, out=args.out, metrics=args.metrics,
@@ -111,8 +111,7 @@ def compare_params(args: argparse.Namespace):
 def compare_inputs(runs: list[str], sources: list[str]) -> None:
     """`larev compare`: every run directory; each rationale file against each run's test split; every other
     source named in each run (a source of the run or an earlier `larev score` output)."""
-    from flows.compare import is_rationale_file
-    from tasks.compare import source_scores
+    from tasks.compare import is_rationale_file, source_scores
     from tasks.data import check_rationale_file
 
     for run_dir in runs:
