@@ -33,9 +33,10 @@ def test_zero_terms_wait_for_their_start():
     assert [w[0] for w in weights] == pytest.approx([0, 1, 2, 2, 2, 2, 2])
     assert [w[1] for w in weights] == pytest.approx([0, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1])
     assert zero_terms_full_step(12, staged) == 8
-    # without a start they ramp with the penalties
-    assert step_weights((2.0, 0.1, 1.0, 1.0), 2, 12, LeakageAwareConfig()) == pytest.approx((1.0, 0.05, 0.5, 0.5))
-    assert zero_terms_full_step(12, LeakageAwareConfig()) == 4
+    # without a start (the default is 0.5) they ramp with the penalties
+    unstaged = LeakageAwareConfig(zero_terms_start=0.0)
+    assert step_weights((2.0, 0.1, 1.0, 1.0), 2, 12, unstaged) == pytest.approx((1.0, 0.05, 0.5, 0.5))
+    assert zero_terms_full_step(12, unstaged) == 4
     with pytest.raises(ValueError):
         LeakageAwareConfig(zero_terms_start=1.0)
 
@@ -55,9 +56,10 @@ def test_ramp_and_thesis_defaults():
     assert cfg.objective_for("thesis").weights("qa", "embedded") == (5.0, 0.0005)
     assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
     assert cfg.objective_for("erm_envs").weights("nli") == (0.0, 0.0)
-    # the default (thesis's) definition trains neither no-rationale rows nor the borrowed term
+    # the default (thesis's) definition trains neither no-rationale rows nor the borrowed term nor label statements
     assert cfg.objective_for(None) == cfg.objective.model_copy(update={"empty_rationales": False,
-                                                                      "lambda_borrowed": 0.0})
+                                                                      "lambda_borrowed": 0.0,
+                                                                      "label_statements": 0.0})
     assert cfg.model_copy(update={"definition": "new_information"}).objective_for(None) == cfg.objective
     # QA on the small backbones: the penalty on the label-set scores at weight 10; the thesis's tokens elsewhere
     assert LeakageAwareConfig().weights("qa", "embedded") == (10.0, 0.0005)
