@@ -5,8 +5,9 @@ the deployments list; the larev-pipeline deployment's parameter form, every sect
 default; a small pipeline started from that form (its JSON input) that completes, with run logs in the Logs tab and
 the rounded score table as the first artifact; the same run started again with every step cached; a run given a
 rationale file that does not exist, failed with the one clear message; `larev score` from the command line on the
-finished run (a bad file refused with one line, a good one listed among the runs with its score table). A
-screenshot of each page goes to bench/ui/ (docs/service.md shows them).
+finished run (a bad file refused with one line, a good one listed among the runs with its score table); after two
+more scorings, the run's leaderboard artifact ranking the variants and both files. A screenshot of each page goes
+to bench/ui/ (docs/service.md and docs/compare.md show them).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 import shutil
 import time
 
+import polars as pl
 import pytest
 
 from tests.service.conftest import REPO
@@ -310,19 +312,24 @@ def test_the_leaderboard_artifact_lists_every_scored_source(page, ui, completed_
     run_dir = f"{params['params']['run_dir']}/ui-demo"
     test = [json.loads(line) for line in open(f"{run_dir}/test_split.jsonl", encoding="utf-8")]
     first, second = tmp_path / "model-a.csv", tmp_path / "model-b.csv"
-    first.write_text("id,source,rationale\n" + "".join(f"{r['id']},a,{r['rationale']}\n" for r in test),
-                     encoding="utf-8")
-    second.write_text("id,source,rationale\n" + "".join(f"{r['id']},b,Because it says so.\n" for r in test),
-                      encoding="utf-8")
+    ids = [r["id"] for r in test]
+    # through polars: the gold rationales hold commas and quotes
+    pl.DataFrame({"id": ids, "source": "a", "rationale": [r["rationale"] for r in test]}).write_csv(first)
+    pl.DataFrame({"id": ids, "source": "b", "rationale": "Because it says so."}).write_csv(second)
     larev = (str(BIN / "larev"), "score", "--run", run_dir, "--server", live_service.api_url, "--no-progress")
     live_service.run(*larev, "--rationales", str(first), "--name", "model-a")
     scored = live_service.run(*larev, "--rationales", str(second), "--name", "model-b")
     assert "leaderboard: larev: model-b enters rank" in scored.stdout
     page.goto(f"{ui}/artifacts")
-    settle(page, "ui-demo-leaderboard", timeout=60)
-    page.locator(".artifact-card").filter(has_text="ui-demo-leaderboard").first.click()
+    settle(page, "ui-demo-leaderboard-moves", timeout=60)  # the board and, beside it, where the latest landed
+    # the board's key page (its card's title is a prefix of the moves artifact's, so open it by key): a timeline of
+    # its versions, one per scoring, the latest first; that one's page shows the table
+    page.goto(f"{ui}/artifacts/key/ui-demo-leaderboard")
+    settle(page, "Created ui-demo-leaderboard", timeout=60)
+    shot(page, "11a-leaderboard-versions")
+    page.locator("a[href*='/artifacts/artifact/']").first.click()
     page.wait_for_url(re.compile(r".*/artifacts/artifact/[0-9a-f-]+"))
-    settle(page, "model-b")
+    settle(page, "reference", timeout=60)  # the table's rows (the description above already names model-b)
+    shot(page, "11-leaderboard")
     text = page.inner_text("body")
     assert "model-a" in text and "gold" in text and "reference" in text
-    shot(page, "11-leaderboard")
