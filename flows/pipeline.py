@@ -139,8 +139,11 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     publish(store, report["report"], name=params.run_name)
     publish_score_table(store, report["summary"], params.run_name)
     refs = {**inputs, **models, **tables, **report}
+    recorded = params.model_dump(mode="json")  # with each metric's run-dependent settings as the run used them
+    recorded |= {m.section: options for m in METRICS if m.enabled(params)
+                 and (options := m.recorded_options(run)) is not None}
     # the weights a pretrained backbone starts from (name, sha256; minilm-frozen's encoder digest) beside the params
-    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, params.model_dump(mode="json"),
+    run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, recorded,
                          backbone_weights=params.model.cache_identity().get("base_weights"))
     return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
 

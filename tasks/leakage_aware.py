@@ -136,13 +136,21 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
         return put_evaluator(store, name, phi_la, name)
 
 
-def larev_zero(run: Run) -> str:
-    """The zero point LAREV's scores are read against: the run's `larev.definition`'s; a finished run's from its
-    run.json, where a run made before the definition existed trained the thesis's phi_LA ('base')."""
+def larev_definition(run: Run) -> str:
+    """The run's `larev.definition`, concrete: a training run's resolved for its data's task and backbone
+    ('auto', la_config.resolve_definition); a finished run's as its run.json records it (resolved when it was
+    written; a run made before the definition existed trained the thesis's phi_LA)."""
     if run.params is not None:
-        return run.params.larev.zero
-    saved = (run.saved_params or {}).get("larev", {})
-    return la_config.LarevConfig(definition=saved.get("definition", "thesis")).zero
+        return la_config.resolve_definition(run.params.larev.definition, run.task, run.params.model.backbone)
+    saved = run.saved_params or {}
+    definition = saved.get("larev", {}).get("definition", "thesis")
+    backbone = saved.get("model", {}).get("backbone", "embedded")
+    return la_config.resolve_definition(definition, run.task, backbone) if definition == "auto" else definition
+
+
+def larev_zero(run: Run) -> str:
+    """The zero point LAREV's scores are read against: the run's definition's (`larev_definition`)."""
+    return la_config.zero_point(larev_definition(run))
 
 
 def is_phi_la(name: str) -> bool:
@@ -200,7 +208,7 @@ class LeakageAware(Metric):
         return [k for k in models if is_phi_la(k) or k.startswith(CONTROL_PREFIX)]
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
-        cfg, steps = run.params.larev, run.steps
+        cfg, steps, definition = run.params.larev, run.steps, larev_definition(run)
         terms = steps.run(find_leakage_terms, models["phi_base"], run.examples, run.baselines, cfg.attribution,
                           run.device)
         envs = steps.run(make_environments, run.examples, run.baselines, terms["terms"], models["phi_base"],
@@ -210,7 +218,7 @@ class LeakageAware(Metric):
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
             name = "larev" if ablation is None else f"larev_{ablation}"
             return steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
-                             cfg.la_train, cfg.objective_for(ablation), step_label=f"train-{name}",
+                             cfg.la_train, cfg.objective_for(ablation, definition), step_label=f"train-{name}",
                              start_from=None if cfg.la_start == "fresh" else models["phi"],
                              min_steps=cfg.la_min_steps, label_edits=cfg.label_edits, la_start=cfg.la_start)
 
@@ -225,6 +233,10 @@ class LeakageAware(Metric):
                                                             run.tokenizer, run.params.model, run.params.train,
                                                             step_label="train-r_only")
         return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs})
+
+    def recorded_options(self, run: Run) -> dict:
+        """The larev section with `definition` as the run used it ('auto' resolved)."""
+        return {**run.params.larev.model_dump(mode="json"), "definition": larev_definition(run)}
 
     def report_section(self, run: Run, trained: Trained) -> ArtifactRef:
         phi_las = {k: v for k, v in trained.models.items() if is_phi_la(k)}

@@ -14,6 +14,7 @@ A metric (REV, LAREV, RORA, RQ / LAS) is a `Metric`: a small object in its task 
   train(run)        run its training steps; returns the model refs it needs to score (their keys are the metric's
                     own names in run.json, e.g. `larev`, `rora_phi:gold`) and diagnostic tables
   report_section(run, trained)  a step writing its part of the run's report.md (Markdown), or None
+  recorded_options(run)  its section as run.json records it, 'auto' settings made concrete (default: as given)
   trained(models)   whether a finished run's models (run.json's artifacts) include everything it scores with
   score(run, models, rationales)  run its score steps; returns score tables (larev/metrics/scores.py's schema)
   bench_summary(artifacts, store)  its entry of `bench quality`'s results.json "leakage" section, or None
@@ -27,6 +28,7 @@ the recipe for adding one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel
@@ -51,6 +53,12 @@ class Run:
     params: Any = None  # the pipeline's PipelineParams when training; None when scoring with a finished run
     saved_params: dict | None = None  # a finished run's params as its run.json holds them (scoring with its models)
     label: str = ""  # prefix of the score steps' names (e.g. 'addtext-')
+
+    @cached_property
+    def task(self) -> str:
+        """The examples' task ('nli' or 'qa'), read once from the examples artifact (a file source's task is
+        only known once its rows are read)."""
+        return self.steps.store.read_parquet(self.examples.key)["task"][0]
 
 
 @dataclass
@@ -104,6 +112,11 @@ class Metric:
         raise NotImplementedError
 
     def report_section(self, run: Run, trained: Trained) -> ArtifactRef | None:
+        return None
+
+    def recorded_options(self, run: Run) -> dict | None:
+        """Its section as run.json records it, with settings that depend on the run made concrete (LAREV's
+        `definition` 'auto' for the data's task and the backbone); None: as given."""
         return None
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:

@@ -150,10 +150,11 @@ def test_larev_objective_option_reruns_phi_la_only(first_run):
 
 def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_run):
     """`larev.controls`: erm_envs trains the erm_envs ablation's phi_LA, r_only an evaluator on r alone, phi
-    trains nothing. Under the default (thesis's) definition LAREV's estimator with REV's phi in phi_LA's place
-    (control_phi) is REV's rows exactly, scores included. Under `new_information` control_phi reads every rationale
-    as REV does (same log-probabilities and predictions of g') and its zero point is phi's own reading of no
-    rationale, so the `empty` variant scores 0 for LAREV and every control."""
+    trains nothing. Under the thesis's definition (what the default means on the embedded backbone) LAREV's
+    estimator with REV's phi in phi_LA's place (control_phi) is REV's rows exactly, scores included. Under
+    `new_information` control_phi reads every rationale as REV does (same log-probabilities and predictions of g')
+    and its zero point is phi's own reading of no rationale, so the `empty` variant scores 0 for LAREV and every
+    control."""
     root, _ = first_run
     key = ["id", "source"]
     thesis = TINY_LAREV.model_copy(update={"controls": ["erm_envs", "phi", "r_only"]})
@@ -165,6 +166,7 @@ def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_r
     control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
     assert rev.height == 7 * 12 and control_phi.equals(rev)
     run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
+    assert thesis.definition == "auto"  # the default, recorded as what it meant here (embedded backbone, NLI)
     assert run["params"]["larev"]["definition"] == "thesis"
     assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["artifacts"])
     assert run["artifacts"]["control_phi"] == run["artifacts"]["phi"]

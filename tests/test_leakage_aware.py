@@ -52,11 +52,11 @@ def test_ramp_and_thesis_defaults():
     assert LeakageAwareConfig(defaults="thesis").weights("nli", "embedded") == (25.0, 0.005)
     assert LeakageAwareConfig().weights("nli", "minilm") == (1.0, 0.005)  # 25 collapsed it on e-SNLI
     assert LeakageAwareConfig().weights("nli", "t5-large") == (25.0, 0.005)
-    cfg = LarevConfig(objective=LeakageAwareConfig(lambda_irm=2.0))
+    cfg = LarevConfig(objective=LeakageAwareConfig(lambda_irm=2.0), definition="thesis")
     assert cfg.objective_for("thesis").weights("qa", "embedded") == (5.0, 0.0005)
     assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
     assert cfg.objective_for("erm_envs").weights("nli") == (0.0, 0.0)
-    # the default (thesis's) definition trains neither no-rationale rows nor the borrowed term nor label statements
+    # the thesis's definition trains neither no-rationale rows nor the borrowed term nor label statements
     assert cfg.objective_for(None) == cfg.objective.model_copy(update={"empty_rationales": False,
                                                                       "lambda_borrowed": 0.0,
                                                                       "label_statements": 0.0})
@@ -109,10 +109,24 @@ def test_borrowed_consistency_by_hand_and_its_target_gets_no_gradient():
 
 
 def test_definitions_and_the_controls_objectives():
-    """'new_information': zero point 'empty', no-rationale instances and the borrowed term on; 'thesis' (the
-    default): phi_base's zero and the thesis's objective for phi_LA and every ablation; erm_envs drops every
-    invariance term (IRM, probe, borrowed) and keeps the no-rationale instances, the zero point's estimator."""
-    assert LarevConfig().definition == "thesis"
+    """'new_information': zero point 'empty', no-rationale instances and the borrowed term on; 'thesis':
+    phi_base's zero and the thesis's objective for phi_LA and every ablation; erm_envs drops every invariance term
+    (IRM, probe, borrowed) and keeps the no-rationale instances, the zero point's estimator. 'auto' (the default)
+    is new_information for NLI on minilm-frozen only, and must be resolved before it means anything."""
+    from larev.methods.leakage_aware.config import resolve_definition
+
+    assert LarevConfig().definition == "auto"
+    assert resolve_definition("auto", "nli", "minilm-frozen") == "new_information"
+    for task, backbone in (("nli", "embedded"), ("qa", "minilm-frozen"), ("nli", "minilm"), ("qa", "embedded"),
+                           ("nli", "t5-large")):
+        assert resolve_definition("auto", task, backbone) == "thesis"
+    assert resolve_definition("thesis", "nli", "minilm-frozen") == "thesis"  # a given value is kept
+    assert resolve_definition("new_information", "qa", "embedded") == "new_information"
+    with pytest.raises(ValueError, match="resolve it first"):
+        LarevConfig().objective_for(None)
+    with pytest.raises(ValueError, match="resolve it first"):
+        LarevConfig().zero
+    assert LarevConfig().objective_for(None, "new_information") == LarevConfig().objective
     cfg = LarevConfig(definition="new_information")
     assert cfg.zero == "empty"
     main = cfg.objective_for(None)
@@ -121,7 +135,7 @@ def test_definitions_and_the_controls_objectives():
     erm = cfg.objective_for("erm_envs")
     assert erm.weights("nli") == (0.0, 0.0) and erm.lambda_borrowed == 0.0 and erm.empty_rationales
     assert cfg.objective_for("no_borrowed").lambda_borrowed == 0.0
-    thesis = LarevConfig()
+    thesis = LarevConfig(definition="thesis")
     assert thesis.zero == "base"
     for ablation in (None, "erm_envs", "no_irm"):
         objective = thesis.objective_for(ablation)
@@ -129,6 +143,33 @@ def test_definitions_and_the_controls_objectives():
     with pytest.raises(ValueError, match="needs empty_rationales"):
         LeakageAwareConfig(empty_rationales=False)  # the borrowed term (weight 1) pulls toward the empty reading
     assert LeakageAwareConfig(empty_rationales=False, lambda_borrowed=0.0).lambda_borrowed == 0.0
+
+
+def test_a_runs_definition_is_resolved_for_its_task_and_backbone_and_read_back_as_recorded():
+    """`larev_definition`: a training run resolves 'auto' with its data's task and its backbone; a finished run
+    reads the definition its run.json recorded (resolved when written), a hand-written 'auto' with the recorded
+    backbone, and none at all (a run made before the definition existed) as the thesis's."""
+    from types import SimpleNamespace
+
+    from tasks.leakage_aware import larev_definition, larev_zero
+
+    def training(definition, task, backbone):
+        params = SimpleNamespace(larev=SimpleNamespace(definition=definition), model=SimpleNamespace(backbone=backbone))
+        return SimpleNamespace(params=params, task=task, saved_params=None)
+
+    def finished(saved, task="nli"):
+        return SimpleNamespace(params=None, task=task, saved_params=saved)
+
+    assert larev_definition(training("auto", "nli", "minilm-frozen")) == "new_information"
+    assert larev_zero(training("auto", "nli", "minilm-frozen")) == "empty"
+    assert larev_definition(training("auto", "qa", "minilm-frozen")) == "thesis"
+    assert larev_zero(training("auto", "nli", "embedded")) == "base"
+    assert larev_definition(training("new_information", "nli", "embedded")) == "new_information"
+    assert larev_definition(finished({"larev": {"definition": "new_information"}, "model": {"backbone": "embedded"}}))\
+        == "new_information"  # as recorded, whatever 'auto' would mean today
+    assert larev_definition(finished({"larev": {"definition": "auto"}, "model": {"backbone": "minilm-frozen"}})) \
+        == "new_information"
+    assert larev_definition(finished({"larev": {}, "model": {"backbone": "minilm-frozen"}})) == "thesis"
 
 
 def test_la_instances_add_a_no_rationale_and_a_borrowed_row_in_one_environment():
@@ -408,9 +449,16 @@ def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():
     assert epochs_for_min_steps(two, 10, 400).epochs == 400  # one step an epoch
 
 
-def planted_phrasing_scores(seed: int = 0) -> dict[str, dict[str, float]]:
-    """Mean LAREV scores (`new_information`) of gold, borrowed and empty test rationales on planted data, for
-    phi_LA and for the erm_envs control (`seed` draws the data and initialises the models). b's relation word
+# the objective the planted figures below were first measured with (stop 40): the borrowed term at weight 1 from the
+# first step, no label statements
+PLANTED_OBJECTIVE_STOP40 = LeakageAwareConfig(lambda_borrowed=1.0, label_statements=0.0, zero_terms_start=0.0)
+
+
+def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = PLANTED_OBJECTIVE_STOP40,
+                            ) -> dict[str, dict[str, float]]:
+    """Mean LAREV scores (`new_information`, phi_LA trained on `objective`) of gold, borrowed and empty test
+    rationales on planted data, for phi_LA and for the erm_envs control (the same objective with IRM, the probe,
+    the borrowed term and the label statements off; `seed` draws the data and initialises the models). b's relation word
     carries the label, and so does r's phrasing (a hint word per label); r also names the instance's subject,
     which b names too. A borrowed rationale (another instance's, same label) has the label's phrasing and another
     subject: it says nothing about this instance."""
@@ -460,35 +508,35 @@ def planted_phrasing_scores(seed: int = 0) -> dict[str, dict[str, float]]:
         table = score_rev(phi_la, None, rationales, test, baselines, ScoreConfig(), zero="empty")
         return dict(table.group_by("source").agg(pl.col("score").mean()).iter_rows())
 
-    # the objective these figures were measured with (stop 40): the borrowed term at weight 1 from the first step,
-    # no label statements; today's defaults (weight 2, label statements, staged start) were chosen on e-SNLI
-    measured = LeakageAwareConfig(lambda_borrowed=1.0, label_statements=0.0, zero_terms_start=0.0)
-    return {"larev": scores(measured),
-            "erm_envs": scores(measured.model_copy(update={"lambda_irm": 0.0, "lambda_probe": 0.0,
-                                                           "lambda_borrowed": 0.0}))}
+    return {"larev": scores(objective),
+            "erm_envs": scores(objective.model_copy(update={"lambda_irm": 0.0, "lambda_probe": 0.0,
+                                                            "lambda_borrowed": 0.0, "label_statements": 0.0}))}
 
 
 def test_planted_label_phrasing_larev_pays_a_borrowed_rationale_far_less_than_its_erm_control():
-    """Issue 34's claim on planted data (`planted_phrasing_scores`): LAREV (phi_LA with no-rationale instances and
-    the borrowed-rationale term, read against its own reading of no rationale) gives a borrowed same-label
-    rationale little; the erm_envs control (same environments and no-rationale instances, no invariance term)
-    pays it exactly what it pays the gold one. The training rows' borrowed rationales are those the term trains
-    on; the test rows' are drawn afresh among the test rows, so the test measures the trained behaviour on new
-    pairs.
+    """Issue 34's claim on planted data (`planted_phrasing_scores`), with today's `new_information` objective
+    (borrowed term at weight 2, label statements, zero terms from phi_LA's second half): LAREV (phi_LA with
+    no-rationale instances and the borrowed-rationale term, read against its own reading of no rationale) gives a
+    borrowed same-label rationale little; the erm_envs control (same environments and no-rationale instances, no
+    invariance term) pays it exactly what it pays the gold one. The training rows' borrowed rationales are those
+    the term trains on; the test rows' are drawn afresh among the test rows, so the test measures the trained
+    behaviour on new pairs.
 
-    Measured, data / initialisation seeds 0 / 1 / 2: LAREV borrowed 0.229 / 0.208 / 0.229 nats, gold 0.247 / 0.303
-    / 0.233; erm_envs borrowed = gold = 0.722 / 0.699 / 0.702. So the borrowed-rationale term removes about 70 % of
-    the control's reward for the label's phrasing, but "within 0.1 nats of empty" holds in no seed, and gold
-    exceeds borrowed by only 0.004-0.095: at this size phi_LA does not learn to check that r's subject is the
-    instance's. The test asserts what every seed showed, with room: LAREV pays under half what the control
-    pays."""
-    result = planted_phrasing_scores(seed=0)
+    Measured, data / initialisation seeds 0 / 1 / 2 (stop 45): LAREV borrowed 0.098 / 0.014 / 0.229 nats, gold
+    0.098 / 0.014 / 0.260; erm_envs borrowed = gold = 0.800 / 0.675 / 0.757. With the stop-40 objective
+    (`PLANTED_OBJECTIVE_STOP40`: weight 1 from the first step, no label statements): LAREV borrowed 0.229 / 0.208 /
+    0.229, gold 0.247 / 0.303 / 0.233; erm_envs 0.722 / 0.699 / 0.702. Today's objective leaves a borrowed
+    rationale within 0.1 nats of empty in two seeds of three (the stop-40 one in none), but gold exceeds borrowed
+    only in seed 2 (by 0.031; in seeds 0 and 1 they agree to 1e-4): at this size phi_LA does not learn to check
+    that r's subject is the instance's, so "gold > borrowed" is not shown here. The test asserts what every seed
+    showed, with room: LAREV pays under half what the control pays, and not less for gold than for borrowed."""
+    result = planted_phrasing_scores(seed=0, objective=LeakageAwareConfig())
     larev, control = result["larev"], result["erm_envs"]
     assert abs(larev["empty"]) < 1e-5 and abs(control["empty"]) < 1e-5  # the zero point: by construction
     assert control["borrowed"] > 0.5  # the control pays for the label's phrasing ...
     assert abs(control["gold"] - control["borrowed"]) < 0.01  # ... as much as for the instance's own rationale
     assert larev["borrowed"] < control["borrowed"] / 2  # LAREV pays a fraction of that
-    assert larev["gold"] >= larev["borrowed"]
+    assert larev["gold"] >= larev["borrowed"] - 1e-3  # gold and borrowed read alike (seed 0: equal to 1e-4)
 
 
 def test_the_borrowed_term_is_the_same_whether_or_not_the_irm_penalty_decoded_the_label_set():
