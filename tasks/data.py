@@ -10,6 +10,11 @@ from tasks.runtime.cache import larev_task
 from tasks.runtime.outputs import put_table
 
 
+def examples_task(store: ArtifactStore, examples: ArtifactRef) -> str:
+    """The examples' task ('nli' or 'qa'): every row of an examples table has the same one."""
+    return str(store.read_parquet(examples.key)["task"][0])
+
+
 def examples_in_test_split(store: ArtifactStore, examples: ArtifactRef):
     """The test split of a run's examples: what rationales are validated against and scored on."""
     import polars as pl

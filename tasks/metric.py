@@ -58,7 +58,9 @@ class Run:
     def task(self) -> str:
         """The examples' task ('nli' or 'qa'), read once from the examples artifact (a file source's task is
         only known once its rows are read)."""
-        return self.steps.store.read_parquet(self.examples.key)["task"][0]
+        from tasks.data import examples_task
+
+        return examples_task(self.steps.store, self.examples)
 
 
 @dataclass

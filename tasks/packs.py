@@ -32,7 +32,9 @@ from larev.digests import sha256_file
 from larev.errors import ConfigError, InputError
 from larev.run_files import RUN_FILE
 from storage import ArtifactStore
+from storage.ref import ArtifactRef
 from storage.store import TMP_PREFIX
+from tasks.data import examples_task
 from tasks.export import read_run
 
 PACK_FORMAT = "larev-pack/1"
@@ -100,8 +102,7 @@ def make_pack(run_dir: str | Path, out: str | Path) -> dict:
 
 
 def _task(run: dict) -> str:
-    store = ArtifactStore(run["artifact_root"])
-    return str(store.read_parquet(run["artifacts"]["examples"]["key"])["task"][0])
+    return examples_task(ArtifactStore(run["artifact_root"]), ArtifactRef(**run["artifacts"]["examples"]))
 
 
 def read_header(pack: str | Path) -> dict:

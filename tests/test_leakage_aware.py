@@ -450,18 +450,18 @@ def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():
 
 
 # the objective the planted figures below were first measured with (stop 40): the borrowed term at weight 1 from the
-# first step, no label statements
+# first step, no label statements; `planted_phrasing_scores(seed, PLANTED_OBJECTIVE_STOP40)` reproduces them
 PLANTED_OBJECTIVE_STOP40 = LeakageAwareConfig(lambda_borrowed=1.0, label_statements=0.0, zero_terms_start=0.0)
 
 
-def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = PLANTED_OBJECTIVE_STOP40,
+def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = LeakageAwareConfig(),
                             ) -> dict[str, dict[str, float]]:
-    """Mean LAREV scores (`new_information`, phi_LA trained on `objective`) of gold, borrowed and empty test
-    rationales on planted data, for phi_LA and for the erm_envs control (the same objective with IRM, the probe,
-    the borrowed term and the label statements off; `seed` draws the data and initialises the models). b's relation word
-    carries the label, and so does r's phrasing (a hint word per label); r also names the instance's subject,
-    which b names too. A borrowed rationale (another instance's, same label) has the label's phrasing and another
-    subject: it says nothing about this instance."""
+    """Mean LAREV scores (`new_information`, phi_LA trained on `objective`, default today's) of gold, borrowed and
+    empty test rationales on planted data, for phi_LA and for the erm_envs control (the same objective with IRM,
+    the probe, the borrowed term and the label statements off; `seed` draws the data and initialises the models).
+    b's relation word carries the label, and so does r's phrasing (a hint word per label); r also names the
+    instance's subject, which b names too. A borrowed rationale (another instance's, same label) has the label's
+    phrasing and another subject: it says nothing about this instance."""
     import random
 
     import polars as pl
@@ -530,7 +530,7 @@ def test_planted_label_phrasing_larev_pays_a_borrowed_rationale_far_less_than_it
     only in seed 2 (by 0.031; in seeds 0 and 1 they agree to 1e-4): at this size phi_LA does not learn to check
     that r's subject is the instance's, so "gold > borrowed" is not shown here. The test asserts what every seed
     showed, with room: LAREV pays under half what the control pays, and not less for gold than for borrowed."""
-    result = planted_phrasing_scores(seed=0, objective=LeakageAwareConfig())
+    result = planted_phrasing_scores(seed=0)
     larev, control = result["larev"], result["erm_envs"]
     assert abs(larev["empty"]) < 1e-5 and abs(control["empty"]) < 1e-5  # the zero point: by construction
     assert control["borrowed"] > 0.5  # the control pays for the label's phrasing ...

@@ -93,9 +93,10 @@ def score_inputs(params) -> None:
 def human_inputs(run_dir: str, annotations: list[str]) -> None:
     """`larev bench human`: the run directory and every annotation file (of the run's task, distinct kinds)."""
     from larev.human.annotations import check_annotations
+    from tasks.data import examples_task
 
     store, examples = _run_examples(run_dir)
-    check_annotations(run_dir, annotations, store.read_parquet(examples.key)["task"][0])
+    check_annotations(run_dir, annotations, examples_task(store, examples))
 
 
 def compare_params(args: argparse.Namespace):
