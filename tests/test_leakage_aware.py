@@ -529,14 +529,16 @@ def test_planted_label_phrasing_larev_pays_a_borrowed_rationale_far_less_than_it
     rationale within 0.1 nats of empty in two seeds of three (the stop-40 one in none), but gold exceeds borrowed
     only in seed 2 (by 0.031; in seeds 0 and 1 they agree to 1e-4): at this size phi_LA does not learn to check
     that r's subject is the instance's, so "gold > borrowed" is not shown here. The test asserts what every seed
-    showed, with room: LAREV pays under half what the control pays, and not less for gold than for borrowed."""
+    showed, with room: LAREV pays under half what the control pays, and gold not less than borrowed beyond 0.01 nats.
+    Seed 0 is not bit-identical across machines (float kernels differ): stop 46's machine gave LAREV gold 0.1425,
+    borrowed 0.1452 (control 0.80), 0.003 below, where this test first allowed 1e-3."""
     result = planted_phrasing_scores(seed=0)
     larev, control = result["larev"], result["erm_envs"]
     assert abs(larev["empty"]) < 1e-5 and abs(control["empty"]) < 1e-5  # the zero point: by construction
     assert control["borrowed"] > 0.5  # the control pays for the label's phrasing ...
     assert abs(control["gold"] - control["borrowed"]) < 0.01  # ... as much as for the instance's own rationale
     assert larev["borrowed"] < control["borrowed"] / 2  # LAREV pays a fraction of that
-    assert larev["gold"] >= larev["borrowed"] - 1e-3  # gold and borrowed read alike (seed 0: equal to 1e-4)
+    assert larev["gold"] >= larev["borrowed"] - 0.01  # gold not below borrowed (seed 0: equal to 1e-4; 0.003 below)
 
 
 def test_the_borrowed_term_is_the_same_whether_or_not_the_irm_penalty_decoded_the_label_set():

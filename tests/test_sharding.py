@@ -65,19 +65,24 @@ def assert_same_scores(sharded: pl.DataFrame, sequential: pl.DataFrame) -> float
     return diff["max_abs_diff"]
 
 
-def test_dask_sharded_scoring_of_20000_rows_equals_the_sequential_scores(trained_run, tmp_path):
+@pytest.mark.parametrize("n_rows", [pytest.param(2_000, id="2000-rows"),
+                                    pytest.param(20_000, id="20000-rows", marks=pytest.mark.slow)])
+def test_dask_sharded_scoring_equals_the_sequential_scores(trained_run, tmp_path, n_rows):
+    """Five shards on two local Dask workers give the sequential scores, and a rerun reads every shard from cache.
+    The default suite checks 2,000 rows (shards of 400); `-m slow` the 20,000 of the scale benchmark (shards of
+    4,000: about 110 s of the default suite's 460 s before it moved)."""
     root, run = trained_run
-    path = rationale_file(run, tmp_path / "many.parquet", 20_000)
+    path = rationale_file(run, tmp_path / "many.parquet", n_rows)
     base = dict(run=run["run_dir"], rationales=str(path), progress=False)
     sequential = score_rationales(ScoreParams(name="sequential", **base))
-    scale = ScaleOutConfig(shard_rows=4_000, dask_workers=2)
+    scale = ScaleOutConfig(shard_rows=n_rows // 5, dask_workers=2)
     sharded = score_rationales(ScoreParams(name="sharded", scale_out=scale, **base))
 
     seq, shd = sorted_scores(sequential), sorted_scores(sharded)
     assert sorted(seq["metric"].unique()) == METRICS
-    assert seq.filter(pl.col("metric") == "rev").height == 20_000
+    assert seq.filter(pl.col("metric") == "rev").height == n_rows
     gap = assert_same_scores(shd, seq)
-    print(f"largest |sharded - sequential| over 5 x 20,000 scores: {gap:.3g}")
+    print(f"largest |sharded - sequential| over 5 x {n_rows:,} scores: {gap:.3g}")
     records = {r.step: r for r in sharded["steps"]}
     assert records["rationale-shards"].cached is False  # the file was read and validated shard by shard
     for step in ("score-rev", "score-larev", "score-rora", "score-rq-las"):
