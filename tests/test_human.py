@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 from larev.errors import ConfigError, InputError
-from larev.human.agreement import (kendall_tau_b, pairwise_accuracy, pairwise_credits, spearman,
+from larev.human.agreement import (kendall_tau_b, paired_pairwise_difference, pairwise_accuracy, pairwise_credits,
+                                   spearman,
                                    spearman_interval)
 from larev.human.annotations import check_annotations, read_annotations
 from larev.human.report import acceptability_agreement, fine_grained_agreement, human_markdown
@@ -42,6 +43,19 @@ def test_pairwise_credits_count_only_pairs_people_rank_differently():
     result = pairwise_accuracy(credits, n_boot=100)
     assert result["accuracy"] == pytest.approx(2.5 / 3) and result["pairs"] == 3
     assert result["ci"][0] <= result["accuracy"] <= result["ci"][1]
+
+
+def test_paired_difference_by_hand_on_the_instances_both_scorers_share():
+    scorer = pl.DataFrame({"id": ["a", "b", "c", "d"], "credit": [2.0, 1.0, 0.0, 2.0], "pairs": [3, 1, 0, 2]})
+    reference = pl.DataFrame({"id": ["a", "b", "d"], "credit": [1.0, 1.0, 0.0], "pairs": [3, 1, 1]})
+    # c has no pair, d has different pairs on the two sides (not the same explanations): both left out
+    # a: 2 - 1 of 3 pairs, b: 1 - 1 of 1 -> (1 + 0) / 4
+    result = paired_pairwise_difference(scorer, reference, n_boot=200)
+    assert result["difference"] == pytest.approx(0.25) and result["pairs"] == 4
+    assert result["ci"][0] <= 0.25 <= result["ci"][1]
+    # the same credits on both sides: no difference, whatever the draw
+    same = paired_pairwise_difference(scorer, scorer, n_boot=200)
+    assert same["difference"] == 0.0 and same["ci"] == [0.0, 0.0]
 
 
 def test_spearman_interval_covers_the_estimate_and_shrinks_with_more_instances():
@@ -132,6 +146,7 @@ def test_fine_grained_table_by_hand(tmp_path):
     assert list(out) == ["rev", "larev"]  # the metrics' usual order
     assert out["rev"]["spearman"] == pytest.approx(1.0) and out["rev"]["pairwise"] == 1.0
     assert out["larev"]["spearman"] == pytest.approx(-1.0) and out["larev"]["pairwise"] == 0.0
+    assert out["larev"]["pairwise_minus_rev"]["difference"] == -1.0 and "pairwise_minus_rev" not in out["rev"]
     assert out["rev"]["by_source"]["gpt3"] == {"metric": pytest.approx(0.7), "human": 1.0, "n": 1}
     assert "vacuous" not in out["rev"]["by_source"]
 
@@ -153,5 +168,9 @@ def test_acceptability_table_has_the_baselines(tmp_path):
     assert out["rev"]["pairwise_accuracy"] == 1.0 and out["rq"]["pairwise_accuracy"] == 0.0
     assert out["gpt3_nll"]["pairwise_accuracy"] == 1.0  # lower NLL on the more accepted ones
     assert out["length"]["pairwise_accuracy"] == 1.0 and out["rev"]["pairs"] == 12
+    # paired against REV: RQ orders every pair the other way (0 - 1 on each instance's pairs), GPT-3 as REV does
+    assert out["rq"]["minus_rev"] == {"difference": -1.0, "ci": [-1.0, -1.0], "pairs": 12}
+    assert out["gpt3_nll"]["minus_rev"]["difference"] == 0.0 and "minus_rev" not in out["rev"]
     text = human_markdown({"acceptability": out, "files": {}}, title="t")
-    assert "| gpt3_nll | 1.000 [1.000, 1.000] | 12 |" in text
+    assert "| gpt3_nll | 1.000 [1.000, 1.000] | 0.000 [0.000, 0.000] | 12 |" in text
+    assert "| rev | 1.000 [1.000, 1.000] | - | 12 |" in text

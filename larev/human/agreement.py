@@ -7,7 +7,8 @@ bootstrap intervals over instances (the resampling unit: one draw takes an insta
   pairwise_credit        for two explanations of one instance that people rank differently: 1 when the score
                          orders them the same way, 1/2 when it ties them, 0 otherwise
   intervals              scipy.stats.bootstrap over instances: BCa for the pairwise accuracy (a ratio of sums
-                         over instances), percentile for Spearman's rho (its statistic re-ranks each resample's rows)
+                         over instances) and for one scorer's minus another's on the same draws (paired),
+                         percentile for Spearman's rho (its statistic re-ranks each resample's rows)
 
 Polars, numpy and scipy; the `human` flow (flows/human.py) feeds it a run's scores.
 """
@@ -73,6 +74,29 @@ def pairwise_accuracy(credits: pl.DataFrame, *, n_boot: int = 1000, seed: int = 
 
         ci = list(bootstrap_interval((credit, pairs), ratio, accuracy, level=level, n_boot=n_boot, seed=seed)[:2])
     return {"accuracy": accuracy, "ci": ci, "pairs": int(total)}
+
+
+def paired_pairwise_difference(credits: pl.DataFrame, reference: pl.DataFrame, *, n_boot: int = 1000,
+                               seed: int = 0, level: float = 0.95) -> dict:
+    """{"difference", "ci": [lo, hi], "pairs"}: pairwise accuracy of one scorer minus another's (`reference`), both
+    from `pairwise_credits` over the same explanations, on the instances both have with the same pair count, and a
+    BCa interval that resamples those instances once for both (a paired comparison: what the two separate
+    intervals' overlap cannot say). Difference = (sum credit - sum reference credit) / sum pairs."""
+    both = credits.join(reference, on="id", how="inner", suffix="_ref").filter(
+        (pl.col("pairs") == pl.col("pairs_ref")) & (pl.col("pairs") > 0))
+    credit, ref = both["credit"].to_numpy().astype(np.float64), both["credit_ref"].to_numpy().astype(np.float64)
+    pairs = both["pairs"].to_numpy().astype(np.float64)
+    total = pairs.sum()
+    difference = float((credit.sum() - ref.sum()) / total) if total else float("nan")
+    ci = [float("nan"), float("nan")]
+    if total and n_boot > 0:
+        def gap(c, r, p, axis=-1):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return (c.sum(axis=axis) - r.sum(axis=axis)) / p.sum(axis=axis)
+
+        ci = list(bootstrap_interval((credit, ref, pairs), gap, difference, level=level, n_boot=n_boot,
+                                     seed=seed)[:2])
+    return {"difference": difference, "ci": ci, "pairs": int(total)}
 
 
 def spearman_interval(frame: pl.DataFrame, score: str, target: str, *, n_boot: int = 1000, seed: int = 0,

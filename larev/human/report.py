@@ -2,11 +2,15 @@
 annotation file (larev/human/annotations.py), beside the baselines a user would reach for.
 
 human.json = {"fine_grained": {METRIC: {"spearman", "spearman_ci", "kendall", "pairwise", "pairwise_ci", "pairs",
-                                        "n", "by_source": {SOURCE: {"metric", "human", "n"}}}},
-              "acceptability": {METRIC_OR_BASELINE: {"pairwise_accuracy", "ci", "pairs"}},
+                                        "n", "by_source": {SOURCE: {"metric", "human", "n"}},
+                                        "pairwise_minus_rev": {"difference", "ci", "pairs"}}},
+              "acceptability": {METRIC_OR_BASELINE: {"pairwise_accuracy", "ci", "pairs",
+                                                     "minus_rev": {"difference", "ci", "pairs"}}},
               "files": {FILE: {"kind", "task", "instances", "explanations", "skipped", "notes", "seconds"}}}
 Baselines (acceptability): gpt3_nll (the generator's own likelihood, lower = better: the paper's baseline),
-length (longer = better) and chance (a seeded random score). Scores are the metrics' pointwise scores (REV eq. 6,
+length (longer = better) and chance (a seeded random score). `minus_rev` / `pairwise_minus_rev`: the scorer's pairwise accuracy minus REV's with a
+paired interval (the same instances resampled for both; REV is the reference method the issue asks to beat).
+Scores are the metrics' pointwise scores (REV eq. 6,
 LAREV eq. 4.4, RORA eq. 10, RQ / LAS: the accuracy gain of the simulator on that rationale).
 """
 
@@ -16,12 +20,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from larev.human.agreement import (kendall_tau_b, pairwise_accuracy, pairwise_credits, spearman,
-                                   spearman_interval)
+from larev.human.agreement import (kendall_tau_b, paired_pairwise_difference, pairwise_accuracy, pairwise_credits,
+                                   spearman, spearman_interval)
 from larev.human.annotations import Annotations
 from larev.reports import json_number, markdown_table, png_bytes, with_interval
 
 METRIC_ORDER = ("rev", "larev", "rora", "rq", "las")
+REFERENCE = "rev"  # every other scorer's pairwise agreement is also reported minus this one's, paired
 BASELINES = ("gpt3_nll", "length", "chance")
 
 
@@ -40,11 +45,11 @@ def fine_grained_agreement(annotations: Annotations, scores: pl.DataFrame, *, n_
                            seed: int = 0) -> dict:
     """Per metric: Spearman (with its interval) and Kendall between the score and the human share of 'new and
     supporting' judgements over every explanation, within-instance pairwise agreement, and the means per source."""
-    out = {}
+    out, credits_of = {}, {}
     for metric, frame in judged_scores(annotations.judgements.select("id", "source", "human"), scores).items():
         if frame.height < 2:
             continue
-        credits = pairwise_credits(frame, "score", "human")
+        credits = credits_of[metric] = pairwise_credits(frame, "score", "human")
         pairwise = pairwise_accuracy(credits, n_boot=n_boot, seed=seed)
         by_source = {r["source"]: {"metric": json_number(r["metric"]), "human": json_number(r["human"]),
                                    "n": r["n"]}
@@ -58,7 +63,17 @@ def fine_grained_agreement(annotations: Annotations, scores: pl.DataFrame, *, n_
             "kendall": json_number(kendall_tau_b(frame["score"], frame["human"])),
             "pairwise": json_number(pairwise["accuracy"]), "pairwise_ci": [json_number(v) for v in pairwise["ci"]],
             "pairs": pairwise["pairs"], "n": frame.height, "by_source": by_source}
+    for metric, entry in out.items():
+        if metric != REFERENCE and REFERENCE in credits_of:
+            entry["pairwise_minus_rev"] = minus_reference(credits_of[metric], credits_of[REFERENCE], n_boot, seed)
     return out
+
+
+def minus_reference(credits: pl.DataFrame, reference: pl.DataFrame, n_boot: int, seed: int) -> dict:
+    """`paired_pairwise_difference` as human.json stores it."""
+    result = paired_pairwise_difference(credits, reference, n_boot=n_boot, seed=seed)
+    return {"difference": json_number(result["difference"]), "ci": [json_number(v) for v in result["ci"]],
+            "pairs": result["pairs"]}
 
 
 def acceptability_agreement(annotations: Annotations, scores: pl.DataFrame, *, n_boot: int = 1000,
@@ -72,11 +87,15 @@ def acceptability_agreement(annotations: Annotations, scores: pl.DataFrame, *, n
     candidates["length"] = judged.with_columns(score=pl.col("length"))
     rng = np.random.default_rng(seed + 1)
     candidates["chance"] = judged.with_columns(score=pl.Series(rng.random(judged.height)))
-    out = {}
+    out, credits_of = {}, {}
     for name, frame in candidates.items():
-        result = pairwise_accuracy(pairwise_credits(frame, "score", "votes"), n_boot=n_boot, seed=seed)
+        credits = credits_of[name] = pairwise_credits(frame, "score", "votes")
+        result = pairwise_accuracy(credits, n_boot=n_boot, seed=seed)
         out[name] = {"pairwise_accuracy": json_number(result["accuracy"]),
                      "ci": [json_number(v) for v in result["ci"]], "pairs": result["pairs"]}
+    for name, entry in out.items():
+        if name != REFERENCE and REFERENCE in credits_of:
+            entry["minus_rev"] = minus_reference(credits_of[name], credits_of[REFERENCE], n_boot, seed)
     return out
 
 
@@ -99,7 +118,8 @@ def human_markdown(results: dict, *, title: str) -> str:
                   markdown_table(pl.DataFrame([{
                       "metric": m, "spearman": with_interval(v["spearman"], v["spearman_ci"], missing="n/a"),
                       "kendall": "n/a" if v["kendall"] is None else f"{v['kendall']:.3f}",
-                      "pairwise": with_interval(v["pairwise"], v["pairwise_ci"], missing="n/a"), "pairs": v["pairs"]}
+                      "pairwise": with_interval(v["pairwise"], v["pairwise_ci"], missing="n/a"),
+                      "pairwise_minus_rev": minus_rev_cell(v.get("pairwise_minus_rev")), "pairs": v["pairs"]}
                       for m, v in fine.items()])), "",
                   "### Mean per explanation source (metric score / human share)", ""]
         sources = sorted({s for v in fine.values() for s in v["by_source"]})
@@ -112,11 +132,21 @@ def human_markdown(results: dict, *, title: str) -> str:
         lines += ["## Predicting acceptability (pairwise accuracy within instances)", "",
                   "Of two explanations of one instance with different 'acceptable' votes, the share where the one "
                   "more people accepted scores higher (ties 1/2); 95 % bootstrap intervals over instances. "
-                  "Baselines: gpt3_nll (lower = better), length (longer = better), chance (a random score).", "",
+                  "Baselines: gpt3_nll (lower = better), length (longer = better), chance (a random score). "
+                  "minus_rev: the scorer's accuracy minus REV's, with a paired interval (the same instances "
+                  "resampled for both).", "",
                   markdown_table(pl.DataFrame([
                       {"scorer": k, "pairwise_accuracy": with_interval(v["pairwise_accuracy"], v["ci"], missing="n/a"),
-                       "pairs": v["pairs"]} for k, v in accept.items()])), ""]
+                       "minus_rev": minus_rev_cell(v.get("minus_rev")), "pairs": v["pairs"]}
+                      for k, v in accept.items()])), ""]
     return "\n".join(lines)
+
+
+def minus_rev_cell(entry: dict | None) -> str:
+    """A paired difference from REV as a table cell ('-' for REV itself or a file without REV's scores)."""
+    if not entry:
+        return "-"
+    return with_interval(entry["difference"], entry["ci"], missing="n/a")
 
 
 def human_plot(results: dict, fine_frames: dict[str, pl.DataFrame] | None = None) -> bytes:
