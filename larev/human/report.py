@@ -8,9 +8,9 @@ human.json = {"fine_grained": {METRIC: {"spearman", "spearman_ci", "kendall", "p
                                                      "minus_rev": {"difference", "ci", "pairs"}}},
               "files": {FILE: {"kind", "task", "instances", "explanations", "skipped", "notes", "seconds"}}}
 Baselines (acceptability): gpt3_nll (the generator's own likelihood, lower = better: the paper's baseline),
-length (longer = better) and chance (a seeded random score). `minus_rev` / `pairwise_minus_rev`: the scorer's pairwise accuracy minus REV's with a
-paired interval (the same instances resampled for both; REV is the reference method the issue asks to beat).
-Scores are the metrics' pointwise scores (REV eq. 6,
+length (longer = better) and chance (a seeded random score). `minus_rev` / `pairwise_minus_rev`: the scorer's
+pairwise accuracy minus REV's with a paired interval (the same instances resampled for both; REV is the reference
+method a new metric has to beat). Scores are the metrics' pointwise scores (REV eq. 6,
 LAREV eq. 4.4, RORA eq. 10, RQ / LAS: the accuracy gain of the simulator on that rationale).
 """
 
