@@ -11,8 +11,7 @@ import pytest
 
 from larev.errors import ConfigError, InputError
 from larev.human.agreement import (kendall_tau_b, paired_pairwise_difference, pairwise_accuracy, pairwise_credits,
-                                   spearman,
-                                   spearman_interval)
+                                   spearman, spearman_interval)
 from larev.human.annotations import check_annotations, read_annotations
 from larev.human.report import acceptability_agreement, fine_grained_agreement, human_markdown
 
