@@ -63,17 +63,20 @@ def fine_grained_agreement(annotations: Annotations, scores: pl.DataFrame, *, n_
             "kendall": json_number(kendall_tau_b(frame["score"], frame["human"])),
             "pairwise": json_number(pairwise["accuracy"]), "pairwise_ci": [json_number(v) for v in pairwise["ci"]],
             "pairs": pairwise["pairs"], "n": frame.height, "by_source": by_source}
-    for metric, entry in out.items():
-        if metric != REFERENCE and REFERENCE in credits_of:
-            entry["pairwise_minus_rev"] = minus_reference(credits_of[metric], credits_of[REFERENCE], n_boot, seed)
+    add_minus_reference(out, credits_of, "pairwise_minus_rev", n_boot, seed)
     return out
 
 
-def minus_reference(credits: pl.DataFrame, reference: pl.DataFrame, n_boot: int, seed: int) -> dict:
-    """`paired_pairwise_difference` as human.json stores it."""
-    result = paired_pairwise_difference(credits, reference, n_boot=n_boot, seed=seed)
-    return {"difference": json_number(result["difference"]), "ci": [json_number(v) for v in result["ci"]],
-            "pairs": result["pairs"]}
+def add_minus_reference(out: dict, credits_of: dict[str, pl.DataFrame], key: str, n_boot: int, seed: int) -> None:
+    """Under `key` in every entry of `out` but REFERENCE's: `paired_pairwise_difference` of its credits against
+    REFERENCE's, as human.json stores it (nothing when REFERENCE was not scored)."""
+    if REFERENCE not in credits_of:
+        return
+    for name, entry in out.items():
+        if name != REFERENCE:
+            result = paired_pairwise_difference(credits_of[name], credits_of[REFERENCE], n_boot=n_boot, seed=seed)
+            entry[key] = {"difference": json_number(result["difference"]),
+                          "ci": [json_number(v) for v in result["ci"]], "pairs": result["pairs"]}
 
 
 def acceptability_agreement(annotations: Annotations, scores: pl.DataFrame, *, n_boot: int = 1000,
@@ -93,9 +96,7 @@ def acceptability_agreement(annotations: Annotations, scores: pl.DataFrame, *, n
         result = pairwise_accuracy(credits, n_boot=n_boot, seed=seed)
         out[name] = {"pairwise_accuracy": json_number(result["accuracy"]),
                      "ci": [json_number(v) for v in result["ci"]], "pairs": result["pairs"]}
-    for name, entry in out.items():
-        if name != REFERENCE and REFERENCE in credits_of:
-            entry["minus_rev"] = minus_reference(credits_of[name], credits_of[REFERENCE], n_boot, seed)
+    add_minus_reference(out, credits_of, "minus_rev", n_boot, seed)
     return out
 
 
