@@ -127,6 +127,23 @@ class Service:
     def logs(self, flow_run_id) -> str:
         return "\n".join(r.message for r in self.log_records(flow_run_id))
 
+    def wait_for_log_message(self, flow_run_id, text: str, timeout: float, what: str) -> str:
+        """The run's logs once one of its messages contains `text`; fails after `timeout` seconds.
+
+        A run's state can reach the server before its last log records do: the flow's process sends logs in
+        batches, and the server persists them in batches of its own. Reading once, right after Completed, found
+        the retry's logs cut off after its cached tasks (seen in CI), so this polls.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            logs = self.logs(flow_run_id)
+            if text in logs:
+                return logs
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: no log message of flow run {flow_run_id} contains {text!r} within "
+                                     f"{timeout:.0f} s; its last messages:\n" + "\n".join(logs.splitlines()[-10:]))
+            time.sleep(2)
+
 
 @pytest.fixture(scope="session")
 def live_service(tmp_path_factory):

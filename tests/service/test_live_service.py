@@ -146,7 +146,8 @@ def test_a_killed_deployment_run_is_crashed_and_its_retry_resumes(live_service, 
     live_service.prefect("flow-run", "retry", str(flow_run.id))
     resumed = live_service.wait_for(flow_run.id, {"Completed"}, 400, "the retried run")
     assert resumed.run_count >= 2  # the same flow run, run again
-    assert "phi_base: resuming from the checkpoint after epoch 1 of 3" in live_service.logs(flow_run.id)
+    live_service.wait_for_log_message(flow_run.id, "phi_base: resuming from the checkpoint after epoch 1 of 3", 60,
+                                      "the retried run")
     run_dir = Path(params.run_dir) / params.run_name
     assert _scores(run_dir).equals(_scores(reference_run["run_dir"]))
 
