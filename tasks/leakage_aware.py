@@ -125,14 +125,16 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     edits = {"label_edits": la_config.resolve_label_edits(label_edits, task),
              "mask_token": mask_token_of(psi.tokenizer),
              "empty_rationales": objective.empty_rationales, "borrowed": objective.lambda_borrowed > 0,
-             "label_statements": objective.label_statements, "seed": train.seed}
+             "label_statements": objective.label_statements,
+             "baseline_rationales": objective.baseline_rationales, "seed": train.seed}
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
         train_leakage_aware(phi_la, psi, la_instances(tr, env_names, **edits), la_instances(val, env_names, **edits),
                             label_sets(val), train, objective, task=task, progress=progress,
                             env_names=tuple(la_env_names(env_names, edits["label_edits"])), checkpointer=checkpoints)
         phi_la.meta["label_edits"], phi_la.meta["la_start"] = edits["label_edits"], start
         phi_la.meta["zero_rows"] = {"empty_rationales": edits["empty_rationales"], "borrowed": edits["borrowed"],
-                                    "label_statements": edits["label_statements"]}
+                                    "label_statements": edits["label_statements"],
+                                    "baseline_rationales": edits["baseline_rationales"]}
         return put_evaluator(store, name, phi_la, name)
 
 

@@ -56,10 +56,12 @@ def test_ramp_and_thesis_defaults():
     assert cfg.objective_for("thesis").weights("qa", "embedded") == (5.0, 0.0005)
     assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
     assert cfg.objective_for("erm_envs").weights("nli") == (0.0, 0.0)
-    # the thesis's definition trains neither no-rationale rows nor the borrowed term nor label statements
+    # the thesis's definition trains neither no-rationale rows nor the borrowed term nor label statements nor
+    # baselines as rationales
     assert cfg.objective_for(None) == cfg.objective.model_copy(update={"empty_rationales": False,
                                                                       "lambda_borrowed": 0.0,
-                                                                      "label_statements": 0.0})
+                                                                      "label_statements": 0.0,
+                                                                      "baseline_rationales": 0.0})
     assert cfg.model_copy(update={"definition": "new_information"}).objective_for(None) == cfg.objective
     # QA on the small backbones: the penalty on the label-set scores at weight 10; the thesis's tokens elsewhere
     assert LeakageAwareConfig().weights("qa", "embedded") == (10.0, 0.0005)
@@ -214,6 +216,18 @@ def test_la_instances_add_a_no_rationale_and_a_borrowed_row_in_one_environment()
     assert set(kinds) == {"statement", "borrowed"}
     everything = la_instances(df, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True, label_statements=1.0)
     assert all(x.borrowed_input.split("rationale: ")[1].split(" baseline:")[0] in said for x in everything)
+    # the row's own original baseline as r' (r = b): a seeded share, drawn after the label statements, with every
+    # other draw as it was; a row without a donor gets one too (its b is its own)
+    restated = la_instances(df, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True, label_statements=0.5,
+                            baseline_rationales=0.5, seed=3)
+    assert [(x.inputs, x.zero_env, x.empty_input) for x in restated] == [(x.inputs, x.zero_env, x.empty_input)
+                                                                         for x in rows]
+    own = [k for k, x in enumerate(restated)
+           if x.borrowed_input == rationale_input(f"b{k}", df[["E1", "E2", "E3"][x.zero_env]][k])]
+    assert 0 < len(own) < df.height
+    assert all(restated[k].borrowed_input == mixed[k].borrowed_input for k in range(df.height) if k not in own)
+    only_b = la_instances(df, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True, baseline_rationales=1.0)
+    assert [x.borrowed_input.split("rationale: ")[1].split(" baseline:")[0] for x in only_b] == df["E1"].to_list()
 
 
 def test_probe_bound_removes_the_reward_for_a_probe_pushed_below_chance():

@@ -69,6 +69,13 @@ class LeakageAwareConfig(_Config):
                                      "the test's `leaky` template) instead of another instance's rationale: naming "
                                      "the label says nothing about the instance either. Acts only where "
                                      "lambda_borrowed > 0")
+    baseline_rationales: float = Field(
+        0.0, ge=0, le=1, description="share of the borrowed-rationale rows whose r' is the instance's own baseline b "
+                                     "(the original environment's text), drawn after the label statements: r = b "
+                                     "restates x and b's relation phrase, so it says nothing beyond b, which is what "
+                                     "LAREV measures against. The test's `vacuous` variant is this kind of rationale "
+                                     "on test rows, so with a share > 0 it measures a trained behaviour. Acts only "
+                                     "where lambda_borrowed > 0; 0: off")
     zero_terms_start: float = Field(
         0.5, ge=0, lt=1, description="share of the steps phi_LA trains on the thesis's objective alone before the "
                                      "no-rationale rows and the borrowed term ramp in (over warmup_fraction of the "
@@ -106,8 +113,9 @@ class LeakageAwareConfig(_Config):
 ABLATIONS: dict[str, dict] = {
     "no_irm": {"lambda_irm": 0.0},
     "no_probe": {"lambda_probe": 0.0},
-    "no_borrowed": {"lambda_borrowed": 0.0, "label_statements": 0.0},
-    "erm_envs": {"lambda_irm": 0.0, "lambda_probe": 0.0, "lambda_borrowed": 0.0, "label_statements": 0.0},
+    "no_borrowed": {"lambda_borrowed": 0.0, "label_statements": 0.0, "baseline_rationales": 0.0},
+    "erm_envs": {"lambda_irm": 0.0, "lambda_probe": 0.0, "lambda_borrowed": 0.0, "label_statements": 0.0,
+                 "baseline_rationales": 0.0},
     "thesis": {"lambda_irm": None, "lambda_probe": None, "defaults": "thesis"},
 }
 
@@ -122,7 +130,8 @@ ABLATIONS: dict[str, dict] = {
 # gold, 0.58 on no rationale), so the thesis's stays there. QA keeps the thesis's too: on CoS-E's tuning rows
 # 6000:6800 (minilm-frozen, trained on :6000, seed 0; stop 46) new_information's zero held (vacuous -0.018, borrowed
 # +0.023) but phi_LA read the answer-masked validation rows at chance (0.313) and paid "The answer is X." +0.148.
-THESIS_OBJECTIVE = {"empty_rationales": False, "lambda_borrowed": 0.0, "label_statements": 0.0}
+THESIS_OBJECTIVE = {"empty_rationales": False, "lambda_borrowed": 0.0, "label_statements": 0.0,
+                    "baseline_rationales": 0.0}
 
 
 CONTROLS = ("erm_envs", "phi", "r_only")  # LarevConfig.controls, scored as control_NAME (scores.CONTROL_PREFIX)

@@ -11,7 +11,8 @@ input [r', b_e], r' the rationale of another instance with the same label (a der
 `larev.data.variants.borrowed_from`), which the borrowed-rationale term pulls to the no-rationale reading. With
 `label_statements` > 0 that share of the borrowed inputs (seeded) is instead a statement of the label and nothing
 else, in one of `LABEL_STATEMENT_TEMPLATES` (never the test's `leaky` template): a rationale that only names the
-label says nothing about the instance either.
+label says nothing about the instance either. With `baseline_rationales` > 0 that share (drawn after the label
+statements, with a generator of its own) is the instance's own original baseline b: r = b says nothing beyond b.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import polars as pl
 
 from larev.data.variants import LEAKY_TEMPLATE, borrowed_from
 from larev.formats import baseline_input, rationale_input
-from larev.methods.leakage_aware.environments import MASKED, SWAPPED_AGAIN, environment_names
+from larev.methods.leakage_aware.environments import MASKED, ORIGINAL, SWAPPED_AGAIN, environment_names
 from larev.methods.leakage_aware.label_edits import label_edited_environments
 from larev.methods.leakage_aware.training import LAInstance
 from larev.schema import label_set
@@ -48,7 +49,7 @@ def la_env_names(env_names: list[str], label_edits: str) -> list[str]:
 
 def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "none",
                  mask_token: str | None = None, *, empty_rationales: bool = False, borrowed: bool = False,
-                 label_statements: float = 0.0, seed: int = 0) -> list[LAInstance]:
+                 label_statements: float = 0.0, baseline_rationales: float = 0.0, seed: int = 0) -> list[LAInstance]:
     """phi_LA's training instances from an `environment_frame`: [r_e, b_e] for every environment e and the
     probe's input (the masked b). With `label_edits` other than 'none', the label's own text is edited in r (and b)
     like b's spans and the instances have the environments of `la_env_names` (needs `mask_token`).
@@ -57,12 +58,14 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
     `seed`); borrowed (needs empty_rationales): and [r', b_z], r' the (unedited) rationale of another row of `df`
     with the same label, None for a row whose label no other row has; label_statements: the share of instances
     whose r' is a statement of their label instead (a template of LABEL_STATEMENT_TEMPLATES, drawn with a
-    generator of its own, so the other draws do not change).
+    generator of its own, so the other draws do not change); baseline_rationales: the share whose r' is the row's
+    original baseline (column ORIGINAL) instead, drawn after the label statements with a generator of its own.
     """
     if borrowed and not empty_rationales:
         raise ValueError("borrowed rationales need the no-rationale instances (empty_rationales)")
     names = la_env_names(env_names, label_edits)
     rng, statements = random.Random(seed), random.Random(f"label-statements-{seed}")
+    restated = random.Random(f"baseline-rationales-{seed}")
     donors = borrowed_from(df["label"].to_list(), same_label=True, seed=seed) if borrowed else [None] * df.height
     rationales = df["rationale"].to_list()
     out = []
@@ -80,6 +83,8 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
             r_other = None if donors[i] is None else rationales[donors[i]]
             if borrowed and statements.random() < label_statements:
                 r_other = statements.choice(LABEL_STATEMENT_TEMPLATES).format(label=row["label"])
+            if borrowed and restated.random() < baseline_rationales and row.get(ORIGINAL) is not None:
+                r_other = row[ORIGINAL]
             zero = {"zero_env": z, "empty_input": rationale_input("", b_z),
                     "borrowed_input": None if r_other is None else rationale_input(r_other, b_z)}
         out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e]) for e in names),
