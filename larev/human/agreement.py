@@ -81,22 +81,13 @@ def paired_pairwise_difference(credits: pl.DataFrame, reference: pl.DataFrame, *
     """{"difference", "ci": [lo, hi], "pairs"}: pairwise accuracy of one scorer minus another's (`reference`), both
     from `pairwise_credits` over the same explanations, on the instances both have with the same pair count, and a
     BCa interval that resamples those instances once for both (a paired comparison: what the two separate
-    intervals' overlap cannot say). Difference = (sum credit - sum reference credit) / sum pairs."""
+    intervals' overlap cannot say). Difference = (sum credit - sum reference credit) / sum pairs: the pairwise
+    accuracy of the per-instance credit differences, so `pairwise_accuracy` computes it and its interval."""
     both = credits.join(reference, on="id", how="inner", suffix="_ref").filter(
         (pl.col("pairs") == pl.col("pairs_ref")) & (pl.col("pairs") > 0))
-    credit, ref = both["credit"].to_numpy().astype(np.float64), both["credit_ref"].to_numpy().astype(np.float64)
-    pairs = both["pairs"].to_numpy().astype(np.float64)
-    total = pairs.sum()
-    difference = float((credit.sum() - ref.sum()) / total) if total else float("nan")
-    ci = [float("nan"), float("nan")]
-    if total and n_boot > 0:
-        def gap(c, r, p, axis=-1):
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return (c.sum(axis=axis) - r.sum(axis=axis)) / p.sum(axis=axis)
-
-        ci = list(bootstrap_interval((credit, ref, pairs), gap, difference, level=level, n_boot=n_boot,
-                                     seed=seed)[:2])
-    return {"difference": difference, "ci": ci, "pairs": int(total)}
+    gap = pairwise_accuracy(both.select("id", credit=pl.col("credit") - pl.col("credit_ref"), pairs="pairs"),
+                            n_boot=n_boot, seed=seed, level=level)
+    return {"difference": gap["accuracy"], "ci": gap["ci"], "pairs": gap["pairs"]}
 
 
 def spearman_interval(frame: pl.DataFrame, score: str, target: str, *, n_boot: int = 1000, seed: int = 0,
