@@ -216,13 +216,14 @@ class LeakageAware(Metric):
         envs = steps.run(make_environments, run.examples, run.baselines, terms["terms"], models["phi_base"],
                          cfg.antonyms)
         probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
+        min_steps = la_config.resolve_la_min_steps(cfg.la_min_steps, definition, run.params.model.backbone)
 
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
             name = "larev" if ablation is None else f"larev_{ablation}"
             return steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
                              cfg.la_train, cfg.objective_for(ablation, definition), step_label=f"train-{name}",
                              start_from=None if cfg.la_start == "fresh" else models["phi"],
-                             min_steps=cfg.la_min_steps, label_edits=cfg.label_edits, la_start=cfg.la_start)
+                             min_steps=min_steps, label_edits=cfg.label_edits, la_start=cfg.la_start)
 
         phi_las = {"larev" if a is None else f"larev_{a}": trained_phi_la(a) for a in [None, *cfg.ablations]}
         controls = {}

@@ -103,6 +103,7 @@ def test_cold_run_writes_readable_scores(first_run):
     record = json.loads((run_dir / "run.json").read_text())
     assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])
     assert record["backbone_weights"] is None  # the embedded model is built from its config: no weights to name
+    assert record["params"]["larev"]["definition"] == "new_information"  # 'auto' as it resolved: embedded, NLI
     # the UI's score table: rounded numbers, one row per metric and source
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -150,14 +151,14 @@ def test_larev_objective_option_reruns_phi_la_only(first_run):
 
 def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_run):
     """`larev.controls`: erm_envs trains the erm_envs ablation's phi_LA, r_only an evaluator on r alone, phi
-    trains nothing. Under the thesis's definition (what the default means on the embedded backbone) LAREV's
+    trains nothing. Under the thesis's definition LAREV's
     estimator with REV's phi in phi_LA's place (control_phi) is REV's rows exactly, scores included. Under
     `new_information` control_phi reads every rationale as REV does (same log-probabilities and predictions of g')
     and its zero point is phi's own reading of no rationale, so the `empty` variant scores 0 for LAREV and every
     control."""
     root, _ = first_run
     key = ["id", "source"]
-    thesis = TINY_LAREV.model_copy(update={"controls": ["erm_envs", "phi", "r_only"]})
+    thesis = TINY_LAREV.model_copy(update={"controls": ["erm_envs", "phi", "r_only"], "definition": "thesis"})
     result = larev_pipeline(tiny_params(root, larev=thesis, run_name="tiny-controls-thesis"))
     assert ran(result) == ["train-larev_erm_envs", "train-r_only", "score-control_erm_envs", "score-control_phi",
                            "score-control_r_only", "report"]
@@ -166,7 +167,6 @@ def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_r
     control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
     assert rev.height == 7 * 12 and control_phi.equals(rev)
     run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
-    assert thesis.definition == "auto"  # the default, recorded as what it meant here (embedded backbone, NLI)
     assert run["params"]["larev"]["definition"] == "thesis"
     assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["artifacts"])
     assert run["artifacts"]["control_phi"] == run["artifacts"]["phi"]

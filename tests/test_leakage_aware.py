@@ -114,13 +114,14 @@ def test_definitions_and_the_controls_objectives():
     """'new_information': zero point 'empty', no-rationale instances and the borrowed term on; 'thesis':
     phi_base's zero and the thesis's objective for phi_LA and every ablation; erm_envs drops every invariance term
     (IRM, probe, borrowed) and keeps the no-rationale instances, the zero point's estimator. 'auto' (the default)
-    is new_information for NLI on minilm-frozen only, and must be resolved before it means anything."""
+    is new_information for NLI on minilm-frozen and the embedded backbone only, and must be resolved before it
+    means anything."""
     from larev.methods.leakage_aware.config import resolve_definition
 
     assert LarevConfig().definition == "auto"
-    assert resolve_definition("auto", "nli", "minilm-frozen") == "new_information"
-    for task, backbone in (("nli", "embedded"), ("qa", "minilm-frozen"), ("nli", "minilm"), ("qa", "embedded"),
-                           ("nli", "t5-large")):
+    for backbone in ("minilm-frozen", "embedded"):
+        assert resolve_definition("auto", "nli", backbone) == "new_information"
+    for task, backbone in (("qa", "minilm-frozen"), ("nli", "minilm"), ("qa", "embedded"), ("nli", "t5-large")):
         assert resolve_definition("auto", task, backbone) == "thesis"
     assert resolve_definition("thesis", "nli", "minilm-frozen") == "thesis"  # a given value is kept
     assert resolve_definition("new_information", "qa", "embedded") == "new_information"
@@ -128,6 +129,23 @@ def test_definitions_and_the_controls_objectives():
         LarevConfig().objective_for(None)
     with pytest.raises(ValueError, match="resolve it first"):
         LarevConfig().zero
+
+
+def test_la_min_steps_unset_is_longer_only_for_new_information_on_the_embedded_backbone():
+    """la_min_steps None: 400 steps, and 1,200 where new_information's phi_LA must learn to read r on the thesis's
+    objective before the zero terms ramp in (the embedded backbone, trained from scratch); a given value is kept,
+    0 included; 'auto' must be resolved first."""
+    from larev.methods.leakage_aware.config import resolve_la_min_steps
+
+    assert LarevConfig().la_min_steps is None
+    assert resolve_la_min_steps(None, "new_information", "embedded") == 1200
+    for definition, backbone in (("thesis", "embedded"), ("new_information", "minilm-frozen"),
+                                 ("thesis", "minilm-frozen"), ("new_information", "t5-large")):
+        assert resolve_la_min_steps(None, definition, backbone) == 400
+    assert resolve_la_min_steps(0, "new_information", "embedded") == 0
+    assert resolve_la_min_steps(50, "thesis", "embedded") == 50
+    with pytest.raises(ValueError, match="resolve it first"):
+        resolve_la_min_steps(None, "auto", "embedded")
     assert LarevConfig().objective_for(None, "new_information") == LarevConfig().objective
     cfg = LarevConfig(definition="new_information")
     assert cfg.zero == "empty"
@@ -165,7 +183,8 @@ def test_a_runs_definition_is_resolved_for_its_task_and_backbone_and_read_back_a
     assert larev_definition(training("auto", "nli", "minilm-frozen")) == "new_information"
     assert larev_zero(training("auto", "nli", "minilm-frozen")) == "empty"
     assert larev_definition(training("auto", "qa", "minilm-frozen")) == "thesis"
-    assert larev_zero(training("auto", "nli", "embedded")) == "base"
+    assert larev_zero(training("auto", "nli", "embedded")) == "empty"
+    assert larev_zero(training("auto", "qa", "embedded")) == "base"
     assert larev_definition(training("new_information", "nli", "embedded")) == "new_information"
     assert larev_definition(finished({"larev": {"definition": "new_information"}, "model": {"backbone": "embedded"}}))\
         == "new_information"  # as recorded, whatever 'auto' would mean today

@@ -40,7 +40,7 @@ from larev.data.sources import DataConfig, load_data
 from larev.data.variants import THESIS_VARIANTS, make_variants
 from larev.formats import baseline_input, target_text
 from larev.leakage.attribution import AttributionConfig
-from larev.methods.leakage_aware.config import LarevConfig
+from larev.methods.leakage_aware.config import LarevConfig, resolve_la_min_steps
 from larev.methods.leakage_aware.environments import MASKED, build_environments
 from larev.methods.leakage_aware.instances import environment_frame, la_instances
 from larev.methods.leakage_aware.leakage_spans import find_baseline_spans
@@ -157,7 +157,8 @@ def run_core(examples: pl.DataFrame, *, device: str, bf16: bool, seed: int = 0, 
 
     with clock.step("phi_la"):
         la_cfg = larev_cfg.la_train.model_copy(update={"device": device, "bf16": bf16, "seed": train_cfg.seed})
-        la_cfg = epochs_for_min_steps(la_cfg, wtr.height, larev_cfg.la_min_steps)
+        min_steps = resolve_la_min_steps(larev_cfg.la_min_steps, "thesis", "embedded")  # the thesis's rows only
+        la_cfg = epochs_for_min_steps(la_cfg, wtr.height, min_steps)
         models["phi_la"] = new_evaluator(ModelConfig(), tokenizer=tokenizer, seed=la_cfg.seed)
         result = train_leakage_aware(models["phi_la"], psi, la_instances(wtr, env_names), la_instances(wval, env_names),
                                      label_sets(wval), la_cfg, larev_cfg.objective, task="nli", progress=False,
