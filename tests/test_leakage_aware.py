@@ -129,23 +129,6 @@ def test_definitions_and_the_controls_objectives():
         LarevConfig().objective_for(None)
     with pytest.raises(ValueError, match="resolve it first"):
         LarevConfig().zero
-
-
-def test_la_min_steps_unset_is_longer_only_for_new_information_on_the_embedded_backbone():
-    """la_min_steps None: 400 steps, and 1,200 where new_information's phi_LA must learn to read r on the thesis's
-    objective before the zero terms ramp in (the embedded backbone, trained from scratch); a given value is kept,
-    0 included; 'auto' must be resolved first."""
-    from larev.methods.leakage_aware.config import resolve_la_min_steps
-
-    assert LarevConfig().la_min_steps is None
-    assert resolve_la_min_steps(None, "new_information", "embedded") == 1200
-    for definition, backbone in (("thesis", "embedded"), ("new_information", "minilm-frozen"),
-                                 ("thesis", "minilm-frozen"), ("new_information", "t5-large")):
-        assert resolve_la_min_steps(None, definition, backbone) == 400
-    assert resolve_la_min_steps(0, "new_information", "embedded") == 0
-    assert resolve_la_min_steps(50, "thesis", "embedded") == 50
-    with pytest.raises(ValueError, match="resolve it first"):
-        resolve_la_min_steps(None, "auto", "embedded")
     assert LarevConfig().objective_for(None, "new_information") == LarevConfig().objective
     cfg = LarevConfig(definition="new_information")
     assert cfg.zero == "empty"
@@ -163,6 +146,23 @@ def test_la_min_steps_unset_is_longer_only_for_new_information_on_the_embedded_b
     with pytest.raises(ValueError, match="needs empty_rationales"):
         LeakageAwareConfig(empty_rationales=False)  # the borrowed term (weight 1) pulls toward the empty reading
     assert LeakageAwareConfig(empty_rationales=False, lambda_borrowed=0.0).lambda_borrowed == 0.0
+
+
+def test_la_min_steps_unset_is_longer_only_for_new_information_on_the_embedded_backbone():
+    """la_min_steps None: 400 steps, and 1,200 where new_information's phi_LA must learn to read r on the thesis's
+    objective before the zero terms ramp in (the embedded backbone, trained from scratch); a given value is kept,
+    0 included; 'auto' must be resolved first."""
+    from larev.methods.leakage_aware.config import resolve_la_min_steps
+
+    assert LarevConfig().la_min_steps is None
+    assert resolve_la_min_steps(None, "new_information", "embedded") == 1200
+    for definition, backbone in (("thesis", "embedded"), ("new_information", "minilm-frozen"),
+                                 ("thesis", "minilm-frozen"), ("new_information", "t5-large")):
+        assert resolve_la_min_steps(None, definition, backbone) == 400
+    assert resolve_la_min_steps(0, "new_information", "embedded") == 0
+    assert resolve_la_min_steps(50, "thesis", "embedded") == 50
+    with pytest.raises(ValueError, match="resolve it first"):
+        resolve_la_min_steps(None, "auto", "embedded")
 
 
 def test_a_runs_definition_is_resolved_for_its_task_and_backbone_and_read_back_as_recorded():
