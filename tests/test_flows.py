@@ -151,30 +151,17 @@ def test_larev_objective_option_reruns_phi_la_only(first_run):
 
 def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_run):
     """`larev.controls`: erm_envs trains the erm_envs ablation's phi_LA, r_only an evaluator on r alone, phi
-    trains nothing. Under the thesis's definition LAREV's
-    estimator with REV's phi in phi_LA's place (control_phi) is REV's rows exactly, scores included. Under
-    `new_information` control_phi reads every rationale as REV does (same log-probabilities and predictions of g')
-    and its zero point is phi's own reading of no rationale, so the `empty` variant scores 0 for LAREV and every
-    control."""
+    trains nothing. Under `new_information` (what the default means here: embedded backbone, NLI) control_phi reads
+    every rationale as REV does (same log-probabilities and predictions of g') and its zero point is phi's own
+    reading of no rationale, so the `empty` variant scores 0 for LAREV and every control. Under the thesis's
+    definition LAREV's estimator with REV's phi in phi_LA's place (control_phi) is REV's rows exactly, scores
+    included."""
     root, _ = first_run
     key = ["id", "source"]
-    thesis = TINY_LAREV.model_copy(update={"controls": ["erm_envs", "phi", "r_only"], "definition": "thesis"})
-    result = larev_pipeline(tiny_params(root, larev=thesis, run_name="tiny-controls-thesis"))
+    larev = TINY_LAREV.model_copy(update={"controls": ["erm_envs", "phi", "r_only"]})
+    result = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-controls"))
     assert ran(result) == ["train-larev_erm_envs", "train-r_only", "score-control_erm_envs", "score-control_phi",
                            "score-control_r_only", "report"]
-    scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
-    rev = scores.filter(pl.col("metric") == "rev").drop("metric").sort(key)
-    control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
-    assert rev.height == 7 * 12 and control_phi.equals(rev)
-    run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
-    assert run["params"]["larev"]["definition"] == "thesis"
-    assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["artifacts"])
-    assert run["artifacts"]["control_phi"] == run["artifacts"]["phi"]
-
-    larev = thesis.model_copy(update={"definition": "new_information"})
-    result = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-controls"))
-    assert ran(result) == ["train-larev", "train-larev_erm_envs", "report-larev", "score-larev",
-                           "score-control_erm_envs", "score-control_phi", "score-control_r_only", "report"]
     scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
     rev = scores.filter(pl.col("metric") == "rev").drop("metric").sort(key)
     control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
@@ -189,6 +176,19 @@ def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_r
     assert not larev_rows["logp_with"].equals(rev["logp_with"])  # phi_LA is another model
     run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
     assert run["params"]["larev"]["definition"] == "new_information"
+    assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["artifacts"])
+    assert run["artifacts"]["control_phi"] == run["artifacts"]["phi"]
+
+    thesis = larev.model_copy(update={"definition": "thesis"})
+    result = larev_pipeline(tiny_params(root, larev=thesis, run_name="tiny-controls-thesis"))
+    assert ran(result) == ["train-larev", "train-larev_erm_envs", "report-larev", "score-larev",
+                           "score-control_erm_envs", "score-control_phi", "score-control_r_only", "report"]
+    scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
+    rev = scores.filter(pl.col("metric") == "rev").drop("metric").sort(key)
+    control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
+    assert rev.height == 7 * 12 and control_phi.equals(rev)
+    run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
+    assert run["params"]["larev"]["definition"] == "thesis"
 
 
 def test_phi_la_can_start_from_phi(first_run):
