@@ -134,6 +134,7 @@ def test_definitions_and_the_controls_objectives():
     assert cfg.zero == "empty"
     main = cfg.objective_for(None)
     assert main.empty_rationales and main.lambda_borrowed == 2.0 and main.label_statements == 0.5
+    assert main.baseline_rationales == 0.25
     assert main.zero_terms_start == 0.5
     erm = cfg.objective_for("erm_envs")
     assert erm.weights("nli") == (0.0, 0.0) and erm.lambda_borrowed == 0.0 and erm.empty_rationales
@@ -484,7 +485,8 @@ def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():
 
 # the objective the planted figures below were first measured with (stop 40): the borrowed term at weight 1 from the
 # first step, no label statements; `planted_phrasing_scores(seed, PLANTED_OBJECTIVE_STOP40)` reproduces them
-PLANTED_OBJECTIVE_STOP40 = LeakageAwareConfig(lambda_borrowed=1.0, label_statements=0.0, zero_terms_start=0.0)
+PLANTED_OBJECTIVE_STOP40 = LeakageAwareConfig(lambda_borrowed=1.0, label_statements=0.0, zero_terms_start=0.0,
+                                              baseline_rationales=0.0)
 
 
 def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = LeakageAwareConfig(),
@@ -534,7 +536,8 @@ def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = Leaka
     def scores(objective: LeakageAwareConfig) -> dict[str, float]:
         instances = la_instances(train, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True,
                                  label_statements=objective.label_statements if objective.lambda_borrowed else 0.0,
-                                 seed=seed)
+                                 baseline_rationales=objective.baseline_rationales if objective.lambda_borrowed
+                                 else 0.0, seed=seed)
         phi_la = tiny_evaluator(words + LABELS, seed=seed + 1)
         train_leakage_aware(phi_la, psi, instances, [], [], config.model_copy(update={"batch_size": 4}), objective,
                             "nli", progress=False)

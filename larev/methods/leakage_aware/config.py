@@ -69,13 +69,17 @@ class LeakageAwareConfig(_Config):
                                      "the test's `leaky` template) instead of another instance's rationale: naming "
                                      "the label says nothing about the instance either. Acts only where "
                                      "lambda_borrowed > 0")
+    # baseline_rationales 0.25 (stop 49): chosen on e-SNLI's tuning rows (seeds 0-2, minilm-frozen), where at 0
+    # `vacuous` (r = b) scored +0.067 / +0.065 in seeds 1 and 2, above the zero's +0.05 bound, and at 0.25 +0.022 /
+    # +0.028, with gold - leaky up in every seed and gold - borrowed unchanged; on the demo's tuning data (seed 7,
+    # embedded) it changed no zero diagnostic by more than the seeds' spread (docs/benchmarks.md).
     baseline_rationales: float = Field(
-        0.0, ge=0, le=1, description="share of the borrowed-rationale rows whose r' is the instance's own baseline b "
-                                     "(the original environment's text), drawn after the label statements: r = b "
-                                     "restates x and b's relation phrase, so it says nothing beyond b, which is what "
-                                     "LAREV measures against. The test's `vacuous` variant is this kind of rationale "
-                                     "on test rows, so with a share > 0 it measures a trained behaviour. Acts only "
-                                     "where lambda_borrowed > 0; 0: off")
+        0.25, ge=0, le=1, description="share of the borrowed-rationale rows whose r' is the instance's own baseline "
+                                      "b (the original environment's text), drawn after the label statements: r = "
+                                      "b restates x and b's relation phrase, so it says nothing beyond b, which is "
+                                      "what LAREV measures against. The test's `vacuous` variant is this kind of "
+                                      "rationale on test rows, so it measures a trained behaviour. Acts only where "
+                                      "lambda_borrowed > 0; 0: off (stop 48's objective)")
     zero_terms_start: float = Field(
         0.5, ge=0, lt=1, description="share of the steps phi_LA trains on the thesis's objective alone before the "
                                      "no-rationale rows and the borrowed term ramp in (over warmup_fraction of the "
