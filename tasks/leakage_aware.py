@@ -112,6 +112,7 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
     from larev.models.evaluator import load_evaluator, mask_token_of
 
+    objective = objective.resolved(model.backbone)  # resolved by the flow already; here for direct callers
     df, env_names = environment_frame(store, examples, environments_ref)
     task = df["task"][0]
     tr, val = split_train_validation(df)
@@ -221,7 +222,8 @@ class LeakageAware(Metric):
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
             name = "larev" if ablation is None else f"larev_{ablation}"
             return steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
-                             cfg.la_train, cfg.objective_for(ablation, definition), step_label=f"train-{name}",
+                             cfg.la_train, cfg.objective_for(ablation, definition, run.params.model.backbone),
+                             step_label=f"train-{name}",
                              start_from=None if cfg.la_start == "fresh" else models["phi"],
                              min_steps=min_steps, label_edits=cfg.label_edits, la_start=cfg.la_start)
 

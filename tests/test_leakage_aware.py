@@ -61,8 +61,9 @@ def test_ramp_and_thesis_defaults():
     assert cfg.objective_for(None) == cfg.objective.model_copy(update={"empty_rationales": False,
                                                                       "lambda_borrowed": 0.0,
                                                                       "label_statements": 0.0,
-                                                                      "baseline_rationales": 0.0})
-    assert cfg.model_copy(update={"definition": "new_information"}).objective_for(None) == cfg.objective
+                                                                      "baseline_rationales": 0.0,
+                                                                      "zero_terms_start": 0.5})
+    assert cfg.model_copy(update={"definition": "new_information"}).objective_for(None) == cfg.objective.resolved()
     # QA on the small backbones: the penalty on the label-set scores at weight 10; the thesis's tokens elsewhere
     assert LeakageAwareConfig().weights("qa", "embedded") == (10.0, 0.0005)
     assert LeakageAwareConfig().irm_target("qa", "embedded") == "label_set"
@@ -129,13 +130,14 @@ def test_definitions_and_the_controls_objectives():
         LarevConfig().objective_for(None)
     with pytest.raises(ValueError, match="resolve it first"):
         LarevConfig().zero
-    assert LarevConfig().objective_for(None, "new_information") == LarevConfig().objective
+    assert LarevConfig().objective_for(None, "new_information") == LarevConfig().objective.resolved()
     cfg = LarevConfig(definition="new_information")
     assert cfg.zero == "empty"
     main = cfg.objective_for(None)
     assert main.empty_rationales and main.lambda_borrowed == 2.0 and main.label_statements == 0.5
     assert main.baseline_rationales == 0.25
     assert main.zero_terms_start == 0.5
+    assert cfg.objective_for(None, backbone="embedded") == main
     erm = cfg.objective_for("erm_envs")
     assert erm.weights("nli") == (0.0, 0.0) and erm.lambda_borrowed == 0.0 and erm.empty_rationales
     assert cfg.objective_for("no_borrowed").lambda_borrowed == 0.0
@@ -145,8 +147,31 @@ def test_definitions_and_the_controls_objectives():
         objective = thesis.objective_for(ablation)
         assert not objective.empty_rationales and objective.lambda_borrowed == 0.0
     with pytest.raises(ValueError, match="needs empty_rationales"):
-        LeakageAwareConfig(empty_rationales=False)  # the borrowed term (weight 1) pulls toward the empty reading
+        LeakageAwareConfig(empty_rationales=False)  # the borrowed term (unset: > 0) pulls toward the empty reading
     assert LeakageAwareConfig(empty_rationales=False, lambda_borrowed=0.0).lambda_borrowed == 0.0
+
+
+def test_zero_term_settings_left_unset_resolve_per_backbone_and_a_set_value_is_kept():
+    """lambda_borrowed and zero_terms_start unset: 4 and 0.75 on minilm-frozen (stop 49), 2 and 0.5 elsewhere; a
+    value given is kept; the ablations and the thesis's definition still turn the borrowed term off; RORA's
+    objective (no borrowed rows) resolves like any other."""
+    cfg = LarevConfig(definition="new_information")
+    frozen = cfg.objective_for(None, backbone="minilm-frozen")
+    assert (frozen.lambda_borrowed, frozen.zero_terms_start) == (4.0, 0.75)
+    for backbone in ("embedded", "minilm", "t5-large", None):
+        other = cfg.objective_for(None, backbone=backbone)
+        assert (other.lambda_borrowed, other.zero_terms_start) == (2.0, 0.5)
+    given = LarevConfig(definition="new_information",
+                        objective=LeakageAwareConfig(lambda_borrowed=1.5, zero_terms_start=0.25))
+    kept = given.objective_for(None, backbone="minilm-frozen")
+    assert (kept.lambda_borrowed, kept.zero_terms_start) == (1.5, 0.25)
+    half = LarevConfig(definition="new_information", objective=LeakageAwareConfig(zero_terms_start=0.5))
+    assert half.objective_for(None, backbone="minilm-frozen").lambda_borrowed == 4.0  # only the unset one resolves
+    assert cfg.objective_for("erm_envs", backbone="minilm-frozen").lambda_borrowed == 0.0
+    assert cfg.objective_for("no_borrowed", backbone="minilm-frozen").lambda_borrowed == 0.0
+    assert LarevConfig(definition="thesis").objective_for(None, backbone="minilm-frozen").lambda_borrowed == 0.0
+    assert LeakageAwareConfig().lambda_borrowed is None  # unresolved until the backbone is known
+    assert LeakageAwareConfig().resolved("minilm-frozen").resolved("embedded").lambda_borrowed == 4.0  # idempotent
 
 
 def test_la_min_steps_unset_is_longer_only_for_new_information_on_the_embedded_backbone():
@@ -534,6 +559,7 @@ def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = Leaka
     baselines = test.select("id", "label", pl.col("E1").alias("baseline"))
 
     def scores(objective: LeakageAwareConfig) -> dict[str, float]:
+        objective = objective.resolved()  # unset zero-term settings: the general defaults (not minilm-frozen's)
         instances = la_instances(train, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True,
                                  label_statements=objective.label_statements if objective.lambda_borrowed else 0.0,
                                  baseline_rationales=objective.baseline_rationales if objective.lambda_borrowed

@@ -31,6 +31,18 @@ SMALL_DATA_BACKBONES = ("embedded", "minilm", "minilm-frozen")
 SMALL_DATA_IRM_ON = {"nli": "tokens", "qa": "label_set"}
 
 
+# The zero terms' weight and start (LeakageAwareConfig.lambda_borrowed, zero_terms_start) where unset: per backbone
+# where measured, else ZERO_TERMS_DEFAULTS. minilm-frozen, stop 49 (e-SNLI tuning rows 6000:8000, trained on dev
+# :6000, seeds 0-2, baseline_rationales 0.25): starting the zero terms at 0.75 of phi_LA's steps instead of 0.5
+# lifted SNLI human agreement to the thesis's LAREV's (0.627, the issue's "does not fall") and phi_LA read gold
+# better (0.91-0.93 against 0.89-0.91), but a borrowed rationale scored +0.079 / +0.099 / +0.115 (bound 0.1); with
+# the borrowed term at 4 as well: +0.059 / +0.067 / +0.080, gold - borrowed 0.025-0.042 (intervals above 0), human
+# 0.628. On the embedded backbone (the demo's tuning data) 0.75 let borrowed reach +0.102 to +0.139, so it keeps
+# 0.5 and 2 (docs/benchmarks.md, "Stop 49").
+ZERO_TERMS_DEFAULTS = {"lambda_borrowed": 2.0, "zero_terms_start": 0.5}
+NEW_INFORMATION_BY_BACKBONE = {"minilm-frozen": {"lambda_borrowed": 4.0, "zero_terms_start": 0.75}}
+
+
 class LeakageAwareConfig(_Config):
     """phi_LA's objective (eq. 4.10). None / 'auto' = the default for the backbone and task: the thesis's values
     for hub checkpoints (e-SNLI 25 / 0.005, ECQA 5 / 0.0005, the penalty on the tokens), and for the embedded
@@ -53,16 +65,18 @@ class LeakageAwareConfig(_Config):
     # minilm-frozen, seed 0) by the zero diagnostics (docs/benchmarks.md, "A zero that holds on minilm-frozen"):
     # with the borrowed term at weight 1 and no label
     # statements, borrowed - empty was 0.128 nats and gold - leaky -0.061 ("The answer is X." read above gold);
-    # at weight 2 with half the borrowed rows label statements, 0.087 and +0.075; both from half-way (0.5).
+    # at weight 2 with half the borrowed rows label statements, 0.087 and +0.075; both from half-way (0.5). Stop 49
+    # moved minilm-frozen's weight and start to 4 and 0.75 (NEW_INFORMATION_BY_BACKBONE, above).
     empty_rationales: bool = Field(
         True, description="every instance also trains with no rationale, [empty, b_e] -> y, in one of its "
                           "environments (seeded): phi_LA's own reading of no rationale is the score's zero point, "
                           "so it must be a trained reading, not an untrained input")
-    lambda_borrowed: float = Field(
-        2.0, ge=0, description="weight of the borrowed-rationale consistency term: KL(sg p(.|empty, b_e) || "
-                               "p(.|r', b_e)) over the label set, r' the rationale of another training instance "
-                               "with the same label; a rationale about another instance must leave phi_LA where "
-                               "no rationale does. Needs empty_rationales; 0: off")
+    lambda_borrowed: float | None = Field(
+        None, ge=0, description="weight of the borrowed-rationale consistency term: KL(sg p(.|empty, b_e) || "
+                                "p(.|r', b_e)) over the label set, r' the rationale of another training instance "
+                                "with the same label; a rationale about another instance must leave phi_LA where "
+                                "no rationale does. Needs empty_rationales; 0: off. None: the backbone's default, "
+                                "4 on minilm-frozen, 2 elsewhere (NEW_INFORMATION_BY_BACKBONE)")
     label_statements: float = Field(
         0.5, ge=0, le=1, description="share of the borrowed-rationale rows whose r' is a statement of the label and "
                                      "nothing else ('It is {label}.'; instances.LABEL_STATEMENT_TEMPLATES, never "
@@ -80,19 +94,29 @@ class LeakageAwareConfig(_Config):
                                       "what LAREV measures against. The test's `vacuous` variant is this kind of "
                                       "rationale on test rows, so it measures a trained behaviour. Acts only where "
                                       "lambda_borrowed > 0; 0: off (stop 48's objective)")
-    zero_terms_start: float = Field(
-        0.5, ge=0, lt=1, description="share of the steps phi_LA trains on the thesis's objective alone before the "
-                                     "no-rationale rows and the borrowed term ramp in (over warmup_fraction of the "
-                                     "steps left): phi_LA first learns to read r, then learns what a rationale about "
-                                     "another instance is worth. An epoch that ends before both are at full weight "
-                                     "is not kept by model selection (unless it is the last)")
+    zero_terms_start: float | None = Field(
+        None, ge=0, lt=1, description="share of the steps phi_LA trains on the thesis's objective alone before the "
+                                      "no-rationale rows and the borrowed term ramp in (over warmup_fraction of the "
+                                      "steps left): phi_LA first learns to read r, then learns what a rationale "
+                                      "about another instance is worth. An epoch that ends before both are at full "
+                                      "weight is not kept by model selection (unless it is the last). None: the "
+                                      "backbone's default, 0.75 on minilm-frozen, 0.5 elsewhere "
+                                      "(NEW_INFORMATION_BY_BACKBONE)")
 
     @model_validator(mode="after")
     def _borrowed_needs_empty(self) -> "LeakageAwareConfig":
-        if self.lambda_borrowed > 0 and not self.empty_rationales:
-            raise ValueError("lambda_borrowed > 0 needs empty_rationales (the term pulls a borrowed rationale's "
-                             "reading to the no-rationale reading); set lambda_borrowed=0 or empty_rationales=true")
+        if (self.lambda_borrowed is None or self.lambda_borrowed > 0) and not self.empty_rationales:
+            raise ValueError("lambda_borrowed > 0 (unset: the backbone's default, > 0) needs empty_rationales (the "
+                             "term pulls a borrowed rationale's reading to the no-rationale reading); set "
+                             "lambda_borrowed=0 or empty_rationales=true")
         return self
+
+    def resolved(self, backbone: str | None = None) -> "LeakageAwareConfig":
+        """This objective with lambda_borrowed and zero_terms_start made concrete for the backbone: the value set,
+        else NEW_INFORMATION_BY_BACKBONE[backbone], else ZERO_TERMS_DEFAULTS. Resolved before phi_LA's task runs, so
+        its cache key holds the values it trains with."""
+        defaults = {**ZERO_TERMS_DEFAULTS, **NEW_INFORMATION_BY_BACKBONE.get(backbone, {})}
+        return self.model_copy(update={k: v for k, v in defaults.items() if getattr(self, k) is None})
 
     def _small(self, backbone: str) -> bool:
         return backbone in SMALL_DATA_BACKBONES and self.defaults == "backbone"
@@ -208,12 +232,15 @@ class LarevConfig(_Config):
             raise ValueError(f"repeated name in {names}")
         return names
 
-    def objective_for(self, ablation: str | None, definition: str | None = None) -> LeakageAwareConfig:
+    def objective_for(self, ablation: str | None, definition: str | None = None,
+                      backbone: str | None = None) -> LeakageAwareConfig:
         """The objective of the main phi_LA (None) or of an ablation under `definition` (default: this config's;
-        'auto' must be resolved first, `resolve_definition`): the thesis's trains neither no-rationale instances
-        nor the borrowed term nor label statements."""
+        'auto' must be resolved first, `resolve_definition`), its unset zero-term settings resolved for `backbone`
+        (`LeakageAwareConfig.resolved`): the thesis's trains neither no-rationale instances nor the borrowed term
+        nor label statements."""
         definition = concrete_definition(definition or self.definition)
-        objective = self.objective if ablation is None else self.objective.model_copy(update=ABLATIONS[ablation])
+        objective = self.objective.resolved(backbone)
+        objective = objective if ablation is None else objective.model_copy(update=ABLATIONS[ablation])
         return objective.model_copy(update=THESIS_OBJECTIVE) if definition == "thesis" else objective
 
     @property

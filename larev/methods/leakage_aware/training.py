@@ -368,6 +368,7 @@ def train_leakage_aware(
     if any(len(x.inputs) != n_env or x.inputs[0] is None for x in train + val):
         raise ValueError(f"every instance needs one input per environment {env_names} (None where it lacks one; "
                          "never the first)")
+    objective = objective.resolved(phi_la.config.backbone)  # unset zero-term settings: the backbone's
     w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
     w_borrowed_max = objective.lambda_borrowed if any(x.borrowed_input is not None for x in train) else 0.0
     # the no-rationale rows' ERM ramps in like the penalties: phi_LA first learns to read [r, b] as the thesis's
