@@ -240,8 +240,11 @@ class LeakageAware(Metric):
         return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs})
 
     def recorded_options(self, run: Run) -> dict:
-        """The larev section with `definition` as the run used it ('auto' resolved)."""
-        return {**run.params.larev.model_dump(mode="json"), "definition": larev_definition(run)}
+        """The larev section as the run used it: `definition` with 'auto' resolved, and the objective with its
+        unset zero-term settings resolved for the backbone (`LeakageAwareConfig.resolved`)."""
+        cfg = run.params.larev
+        return {**cfg.model_dump(mode="json"), "definition": larev_definition(run),
+                "objective": cfg.objective.resolved(run.params.model.backbone).model_dump(mode="json")}
 
     def report_section(self, run: Run, trained: Trained) -> ArtifactRef:
         phi_las = {k: v for k, v in trained.models.items() if is_phi_la(k)}

@@ -104,6 +104,8 @@ def test_cold_run_writes_readable_scores(first_run):
     assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])
     assert record["backbone_weights"] is None  # the embedded model is built from its config: no weights to name
     assert record["params"]["larev"]["definition"] == "new_information"  # 'auto' as it resolved: embedded, NLI
+    objective = record["params"]["larev"]["objective"]  # unset zero-term settings as they resolved (embedded)
+    assert (objective["lambda_borrowed"], objective["zero_terms_start"]) == (2.0, 0.5)
     # the UI's score table: rounded numbers, one row per metric and source
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey

@@ -593,7 +593,12 @@ def test_planted_label_phrasing_larev_pays_a_borrowed_rationale_far_less_than_it
     that r's subject is the instance's, so "gold > borrowed" is not shown here. The test asserts what every seed
     showed, with room: LAREV pays under half what the control pays, and gold not less than borrowed beyond 0.01 nats.
     Seed 0 is not bit-identical across machines (float kernels differ): stop 46's machine gave LAREV gold 0.1425,
-    borrowed 0.1452 (control 0.80), 0.003 below, where this test first allowed 1e-3."""
+    borrowed 0.1452 (control 0.80), 0.003 below, where this test first allowed 1e-3. Stop 49, with b as r' in a
+    quarter of the borrowed rows (baseline_rationales 0.25, today's default): LAREV borrowed 0.292 / 0.132 / 0.264,
+    gold 0.313 / 0.130 / 0.279 (without them, the same machine: 0.145 / 0.208 / 0.151 and 0.143 / 0.221 / 0.186);
+    the control 0.80 / 0.68 / 0.76. Here r = b repeats the instance's subject, as the gold r does, so those rows also
+    teach that naming the subject is worth nothing; with one torch thread the same runs gave other figures again
+    (borrowed 0.216 / 0.292 / 0.232), so the spread over float kernels is as large as the change."""
     result = planted_phrasing_scores(seed=0)
     larev, control = result["larev"], result["erm_envs"]
     assert abs(larev["empty"]) < 1e-5 and abs(control["empty"]) < 1e-5  # the zero point: by construction
