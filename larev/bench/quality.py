@@ -234,6 +234,7 @@ def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str,
               "of the three the evaluator reads; unread: variants read at chance (flagged, not counted).", "",
               markdown_table(seps) if seps.height else markdown_table(separation_table(summary)), "",
               *natural_leakage_markdown(results.get("natural_leakage", {})),
+              *by_label_markdown(results.get("by_label", {})),
               *leakage_markdown(results.get("leakage", {}), lines_of)]
     return "\n".join(lines)
 
@@ -281,6 +282,9 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     natural = natural_leakage_results(scores, n_boot=n_boot)
     if natural:
         results["natural_leakage"] = natural
+    by_label = by_label_results(scores, n_boot=n_boot)
+    if by_label:
+        results["by_label"] = by_label
     markdown = quality_markdown(summary, results, title=title, lines_of=lines_of)
     out.mkdir(parents=True, exist_ok=True)
     if stress_dir is not None:
@@ -361,6 +365,65 @@ def natural_leakage_markdown(natural: dict) -> list[str]:
             "restating share of the test examples. A leakage-robust metric gives restating - restating_masked "
             "<= about 0; an accuracy-based one (RQ, LAS) is expected to reward the restatement. Brackets: "
             "bootstrap 95 % intervals over test examples (paired for the difference).", "",
+            markdown_table(pl.DataFrame(rows)), ""]
+
+
+# ----------------------------------------------------------------------------------------------- per label
+
+BY_LABEL_SOURCES = ("gold", "borrowed", "empty")
+MAX_BY_LABEL = 10  # a fixed label set (NLI's 3); QA's answers differ per question, so no per-label table there
+
+
+def by_label_results(scores: pl.DataFrame, *, n_boot: int, seed: int = 0) -> dict:
+    """results.json's "by_label" entry: per metric and gold label, the number of examples, each source's aggregate
+    score and the reading evaluator's accuracy (gold, a borrowed same-label rationale, no rationale), and gold -
+    borrowed paired over the label's examples with its bootstrap interval ("ci", n_boot > 0). Where a borrowed
+    rationale is read as well as the instance's own under a label, the evaluator reads what that label's
+    rationales share (their kind of sentence), not what the gold one says about its instance.
+    Empty when the run scored no borrowed rationales or has more than MAX_BY_LABEL labels."""
+    scores = scores.filter(pl.col("source").is_in(BY_LABEL_SOURCES))
+    labels = sorted(scores["label"].unique().to_list())
+    if "borrowed" not in set(scores["source"]) or len(labels) > MAX_BY_LABEL:
+        return {}
+    out: dict[str, dict] = {}
+    for label in labels:
+        part = scores.filter(pl.col("label") == label)
+        table = bootstrap_intervals(part, n_boot=max(n_boot, 1), seed=seed, reference="gold",
+                                    degraded=("borrowed", "empty"))
+        for metric in part["metric"].unique(maintain_order=True).to_list():
+            rows = {r["quantity"]: r for r in table.filter(pl.col("metric") == metric).iter_rows(named=True)}
+            mine = part.filter(pl.col("metric") == metric)
+            accuracy = dict(mine.group_by("source").agg(pl.col("correct_with").mean()).iter_rows())
+            gap = rows.get("gold-borrowed")
+            entry = {"n": mine.filter(pl.col("source") == "gold")["id"].n_unique(),
+                     **{src: json_number(rows[src]["estimate"]) if src in rows else None for src in BY_LABEL_SOURCES},
+                     "accuracy": {src: json_number(accuracy.get(src)) for src in BY_LABEL_SOURCES},
+                     "gold_minus_borrowed": json_number(gap["estimate"]) if gap else None}
+            if n_boot > 0 and gap:
+                entry["ci"] = [json_number(gap["ci_low"]), json_number(gap["ci_high"])]
+            out.setdefault(metric, {})[label] = entry
+    return out
+
+
+def by_label_markdown(by_label: dict) -> list[str]:
+    """The per-label table as a results.md section (nothing when it is empty)."""
+    if not by_label:
+        return []
+
+    def with_accuracy(entry: dict, src: str) -> str:
+        value, accuracy = entry[src], entry["accuracy"][src]
+        return _fmt(value) + ("" if accuracy is None else f" ({accuracy:.3f})")
+
+    rows = [{"metric": m, "label": label, "n": str(e["n"]),
+             **{src: with_accuracy(e, src) for src in BY_LABEL_SOURCES},
+             "gold-borrowed": with_interval(e["gold_minus_borrowed"], e.get("ci"))}
+            for m, per_label in by_label.items() for label, e in per_label.items()]
+    return ["## Per label: the gold rationale against a borrowed one", "",
+            "Mean score per gold label (the reading evaluator's accuracy in brackets) of the gold rationale, another "
+            "instance's rationale with the same label (borrowed) and no rationale. Where borrowed is read as well as "
+            "gold under a label, the evaluator reads what that label's rationales share, not what the gold one says "
+            "about its instance. Brackets after gold-borrowed: paired bootstrap 95 % interval over the label's "
+            "examples.", "",
             markdown_table(pl.DataFrame(rows)), ""]
 
 
