@@ -103,12 +103,14 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True,
                  start_from: ArtifactRef | None = None, min_steps: int = 0,
-                 label_edits: str = "auto", la_start: str = "phi") -> ArtifactRef:
+                 label_edits: str = "auto", la_start: str = "phi", exclusive_terms: str = "none") -> ArtifactRef:
     """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms (and, unless the objective is
     the thesis's, no-rationale instances and the borrowed-rationale term): a fresh model, or a copy of
     the evaluator `start_from` (REV's phi) when `la_start` (larev.la_start, resolved for the task) is 'phi';
     at least `min_steps` optimizer steps; `label_edits` (larev.label_edits) edits the label's own text in the
-    environments too."""
+    environments too; `exclusive_terms` (larev.exclusive_terms, resolved) names the terms the objective's
+    counterfactual rationales swap ('none': no counterfactuals)."""
+    from larev.methods.leakage_aware.counterfactuals import EXCLUSIVE_TERMS
     from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
     from larev.models.evaluator import load_evaluator, mask_token_of
 
@@ -116,7 +118,6 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     df, env_names = environment_frame(store, examples, environments_ref)
     task = df["task"][0]
     tr, val = split_train_validation(df)
-    train = epochs_for_min_steps(la_config.la_train_for(train, model.backbone), tr.height, min_steps, desc=name)
     start = "fresh" if start_from is None else la_config.resolve_la_start(la_start, task)
     if start == "fresh":
         phi_la = new_run_evaluator(store, tokenizer, model, train.seed)
@@ -128,14 +129,25 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
              "empty_rationales": objective.empty_rationales, "borrowed": objective.lambda_borrowed > 0,
              "label_statements": objective.label_statements,
              "baseline_rationales": objective.baseline_rationales, "seed": train.seed}
+    if exclusive_terms != "none" and exclusive_terms not in EXCLUSIVE_TERMS:
+        raise ValueError(f"exclusive_terms must be 'none' or one of {sorted(EXCLUSIVE_TERMS)} (resolved), got "
+                         f"{exclusive_terms!r}")
+    # the twins train only (validation's label sets are per row of `val`)
+    terms = EXCLUSIVE_TERMS.get(exclusive_terms)
+    twins = {"counterfactuals": objective.counterfactual_rationales if terms else 0.0, "exclusive_terms": terms}
+    train_instances = la_instances(tr, env_names, **edits, **twins)
+    train = epochs_for_min_steps(la_config.la_train_for(train, model.backbone), len(train_instances), min_steps,
+                                 desc=name)
     with epoch_checkpoints(store, name, train.epochs) as checkpoints:
-        train_leakage_aware(phi_la, psi, la_instances(tr, env_names, **edits), la_instances(val, env_names, **edits),
+        train_leakage_aware(phi_la, psi, train_instances, la_instances(val, env_names, **edits),
                             label_sets(val), train, objective, task=task, progress=progress,
                             env_names=tuple(la_env_names(env_names, edits["label_edits"])), checkpointer=checkpoints)
         phi_la.meta["label_edits"], phi_la.meta["la_start"] = edits["label_edits"], start
         phi_la.meta["zero_rows"] = {"empty_rationales": edits["empty_rationales"], "borrowed": edits["borrowed"],
                                     "label_statements": edits["label_statements"],
-                                    "baseline_rationales": edits["baseline_rationales"]}
+                                    "baseline_rationales": edits["baseline_rationales"],
+                                    "counterfactuals": len(train_instances) - tr.height if terms else 0,
+                                    "exclusive_terms": exclusive_terms if terms else "none"}
         return put_evaluator(store, name, phi_la, name)
 
 
@@ -218,6 +230,7 @@ class LeakageAware(Metric):
                          cfg.antonyms)
         probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
         min_steps = la_config.resolve_la_min_steps(cfg.la_min_steps, definition, run.params.model.backbone)
+        exclusive_terms = la_config.resolve_exclusive_terms(cfg.exclusive_terms, run.params.data.source)
 
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
             name = "larev" if ablation is None else f"larev_{ablation}"
@@ -225,7 +238,8 @@ class LeakageAware(Metric):
                              cfg.la_train, cfg.objective_for(ablation, definition, run.params.model.backbone),
                              step_label=f"train-{name}",
                              start_from=None if cfg.la_start == "fresh" else models["phi"],
-                             min_steps=min_steps, label_edits=cfg.label_edits, la_start=cfg.la_start)
+                             min_steps=min_steps, label_edits=cfg.label_edits, la_start=cfg.la_start,
+                             exclusive_terms=exclusive_terms)
 
         phi_las = {"larev" if a is None else f"larev_{a}": trained_phi_la(a) for a in [None, *cfg.ablations]}
         controls = {}

@@ -94,6 +94,12 @@ class LeakageAwareConfig(_Config):
                                       "what LAREV measures against. The test's `vacuous` variant is this kind of "
                                       "rationale on test rows, so it measures a trained behaviour. Acts only where "
                                       "lambda_borrowed > 0; 0: off (stop 48's objective)")
+    counterfactual_rationales: float = Field(
+        1.0, ge=0, le=1, description="share of the NLI training instances that also train on a counterfactual twin "
+                                     "where the run has exclusive terms (larev.exclusive_terms): r with the term "
+                                     "tying it to the hypothesis swapped for an exclusive one, with the flipped "
+                                     "label (counterfactuals.py), a minimal pair only a comparison of r with the "
+                                     "instance fits. 0: off")
     zero_terms_start: float | None = Field(
         None, ge=0, lt=1, description="share of the steps phi_LA trains on the thesis's objective alone before the "
                                       "no-rationale rows and the borrowed term ramp in (over warmup_fraction of the "
@@ -162,7 +168,7 @@ ABLATIONS: dict[str, dict] = {
 # CoS-E's tuning rows 6000:6800 (minilm-frozen, trained on :6000, seed 0; stop 46) new_information's zero held
 # (vacuous -0.018, borrowed +0.023) but phi_LA read the answer-masked validation rows at chance (0.313) and paid
 # "The answer is X." +0.148.
-THESIS_OBJECTIVE = {"empty_rationales": False, **BORROWED_TERM_OFF}
+THESIS_OBJECTIVE = {"empty_rationales": False, "counterfactual_rationales": 0.0, **BORROWED_TERM_OFF}
 
 
 CONTROLS = ("erm_envs", "phi", "r_only")  # LarevConfig.controls, scored as control_NAME (scores.CONTROL_PREFIX)
@@ -197,6 +203,11 @@ class LarevConfig(_Config):
                             "'auto': rationale_and_baseline for QA, where about half of the human explanations "
                             "restate their answer, none for NLI (e-SNLI's rationales rarely name the label; its "
                             "measured figures use none)")
+    exclusive_terms: Literal["auto", "none", "demo"] = Field(
+        "auto", description="the classes of mutually exclusive terms phi_LA's counterfactual rationales swap "
+                            "(objective.counterfactual_rationales; counterfactuals.EXCLUSIVE_TERMS): 'demo', the demo "
+                            "world's categories; 'none': no counterfactual rationales. 'auto': demo for the demo "
+                            "data (data.source demo), none elsewhere")
     la_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
                                   description="phi_LA: batch_size counts instances, each with its environments "
                                               "(the thesis: 2 epochs, one instance per step); learning rate unset: "
@@ -328,3 +339,12 @@ def resolve_label_edits(label_edits: str, task: str) -> str:
     if label_edits not in LABEL_EDITS:
         raise ValueError(f"label_edits must be 'auto' or one of {LABEL_EDITS}, got {label_edits!r}")
     return label_edits
+
+
+def resolve_exclusive_terms(exclusive_terms: str, source: str) -> str:
+    """'auto' resolved for the data source: 'demo' for the demo generator's data, 'none' elsewhere."""
+    if exclusive_terms == "auto":
+        return "demo" if source == "demo" else "none"
+    if exclusive_terms not in ("none", "demo"):
+        raise ValueError(f"exclusive_terms must be 'auto', 'none' or 'demo', got {exclusive_terms!r}")
+    return exclusive_terms

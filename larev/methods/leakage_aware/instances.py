@@ -13,6 +13,10 @@ input [r', b_e], r' the rationale of another instance with the same label (a der
 else, in one of `LABEL_STATEMENT_TEMPLATES` (never the test's `leaky` template): a rationale that only names the
 label says nothing about the instance either. With `baseline_rationales` > 0 that share (drawn after the label
 statements, with a generator of its own) is the instance's own original baseline b: r = b says nothing beyond b.
+
+With `counterfactuals` > 0 and exclusive terms, that share of the NLI instances (seeded, a generator of its own)
+gets a twin: r with the term tying it to the hypothesis swapped for an exclusive one and the label flipped
+(counterfactuals.py), with the same baselines in every environment and no zero rows of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import polars as pl
 
 from larev.data.variants import LEAKY_TEMPLATE, borrowed_from
 from larev.formats import baseline_input, rationale_input
+from larev.methods.leakage_aware.counterfactuals import ExclusiveTerms, counterfactual_rationale
 from larev.methods.leakage_aware.environments import MASKED, ORIGINAL, SWAPPED_AGAIN, environment_names
 from larev.methods.leakage_aware.label_edits import label_edited_environments
 from larev.methods.leakage_aware.training import LAInstance
@@ -49,7 +54,8 @@ def la_env_names(env_names: list[str], label_edits: str) -> list[str]:
 
 def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "none",
                  mask_token: str | None = None, *, empty_rationales: bool = False, borrowed: bool = False,
-                 label_statements: float = 0.0, baseline_rationales: float = 0.0, seed: int = 0) -> list[LAInstance]:
+                 label_statements: float = 0.0, baseline_rationales: float = 0.0, counterfactuals: float = 0.0,
+                 exclusive_terms: ExclusiveTerms | None = None, seed: int = 0) -> list[LAInstance]:
     """phi_LA's training instances from an `environment_frame`: [r_e, b_e] for every environment e and the
     probe's input (the masked b). With `label_edits` other than 'none', the label's own text is edited in r (and b)
     like b's spans and the instances have the environments of `la_env_names` (needs `mask_token`).
@@ -59,13 +65,18 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
     with the same label, None for a row whose label no other row has; label_statements: the share of instances
     whose r' is a statement of their label instead (a template of LABEL_STATEMENT_TEMPLATES, drawn with a
     generator of its own, so the other draws do not change); baseline_rationales: the share whose r' is the row's
-    original baseline (column ORIGINAL) instead, drawn after the label statements with a generator of its own.
+    original baseline (column ORIGINAL) instead, drawn after the label statements with a generator of its own;
+    counterfactuals (needs `exclusive_terms`): the share of instances followed by a counterfactual twin where they
+    have one (`counterfactual_rationale`; a generator of its own, one coin per row whatever the share).
     """
     if borrowed and not empty_rationales:
         raise ValueError("borrowed rationales need the no-rationale instances (empty_rationales)")
     names = la_env_names(env_names, label_edits)
     rng, statements = random.Random(seed), random.Random(f"label-statements-{seed}")
     restated = random.Random(f"baseline-rationales-{seed}")
+    twins = random.Random(f"counterfactuals-{seed}")
+    if counterfactuals > 0 and exclusive_terms is None:
+        raise ValueError("counterfactual rationales need exclusive terms (counterfactuals.EXCLUSIVE_TERMS)")
     donors = borrowed_from(df["label"].to_list(), same_label=True, seed=seed) if borrowed else [None] * df.height
     rationales = df["rationale"].to_list()
     out = []
@@ -87,7 +98,13 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
                 r_other = row[ORIGINAL]
             zero = {"zero_env": z, "empty_input": rationale_input("", b_z),
                     "borrowed_input": None if r_other is None else rationale_input(r_other, b_z)}
+        probe_input = baseline_input(row[MASKED])
         out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e]) for e in names),
-                              probe_input=baseline_input(row[MASKED]), label=row["label"], candidates=candidates,
-                              **zero))
+                              probe_input=probe_input, label=row["label"], candidates=candidates, **zero))
+        if exclusive_terms is not None and twins.random() < counterfactuals and row["task"] == "nli":
+            twin = counterfactual_rationale(row["rationale"], row["hypothesis"], row["label"], exclusive_terms, twins)
+            if twin is not None:
+                out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(twin[0], pairs[e][1])
+                                                   for e in names),
+                                      probe_input=probe_input, label=twin[1], candidates=candidates))
     return out
