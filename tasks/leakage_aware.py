@@ -231,10 +231,12 @@ class LeakageAware(Metric):
         probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
         min_steps = la_config.resolve_la_min_steps(cfg.la_min_steps, definition, run.params.model.backbone)
         exclusive_terms = la_config.resolve_exclusive_terms(cfg.exclusive_terms, run.params.data.source)
+        fresh = la_config.resolve_la_start(cfg.la_start, run.task) == "fresh"  # la_dropout: a fresh phi_LA's
+        la_model = la_config.la_model_for(run.params.model, cfg.la_dropout) if fresh else run.params.model
 
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
             name = "larev" if ablation is None else f"larev_{ablation}"
-            return steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, run.params.model,
+            return steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, la_model,
                              cfg.la_train, cfg.objective_for(ablation, definition, run.params.model.backbone),
                              step_label=f"train-{name}",
                              start_from=None if cfg.la_start == "fresh" else models["phi"],
