@@ -114,6 +114,9 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
     from larev.models.evaluator import load_evaluator, mask_token_of
 
+    if exclusive_terms != "none" and exclusive_terms not in EXCLUSIVE_TERMS:
+        raise ValueError(f"exclusive_terms must be 'none' or one of {sorted(EXCLUSIVE_TERMS)} (resolved), got "
+                         f"{exclusive_terms!r}")
     objective = objective.resolved(model.backbone)  # resolved by the flow already; here for direct callers
     df, env_names = environment_frame(store, examples, environments_ref)
     task = df["task"][0]
@@ -129,9 +132,6 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
              "empty_rationales": objective.empty_rationales, "borrowed": objective.lambda_borrowed > 0,
              "label_statements": objective.label_statements,
              "baseline_rationales": objective.baseline_rationales, "seed": train.seed}
-    if exclusive_terms != "none" and exclusive_terms not in EXCLUSIVE_TERMS:
-        raise ValueError(f"exclusive_terms must be 'none' or one of {sorted(EXCLUSIVE_TERMS)} (resolved), got "
-                         f"{exclusive_terms!r}")
     # the twins train only (validation's label sets are per row of `val`)
     terms = EXCLUSIVE_TERMS.get(exclusive_terms)
     twins = {"counterfactuals": objective.counterfactual_rationales if terms else 0.0, "exclusive_terms": terms}
@@ -231,8 +231,7 @@ class LeakageAware(Metric):
         probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
         min_steps = la_config.resolve_la_min_steps(cfg.la_min_steps, definition, run.params.model.backbone)
         exclusive_terms = la_config.resolve_exclusive_terms(cfg.exclusive_terms, run.params.data.source)
-        fresh = la_config.resolve_la_start(cfg.la_start, run.task) == "fresh"  # la_dropout: a fresh phi_LA's
-        la_model = la_config.la_model_for(run.params.model, cfg.la_dropout) if fresh else run.params.model
+        la_model = self.la_model(run)
 
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
             name = "larev" if ablation is None else f"larev_{ablation}"
@@ -255,11 +254,22 @@ class LeakageAware(Metric):
                                                             step_label="train-r_only")
         return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs})
 
+    @staticmethod
+    def la_model(run: Run) -> ModelConfig:
+        """The model config phi_LA is built from: with larev.la_dropout resolved for a fresh phi_LA (la_start
+        fresh); a phi_LA started from phi keeps phi's."""
+        cfg = run.params.larev
+        fresh = la_config.resolve_la_start(cfg.la_start, run.task) == "fresh"
+        return la_config.la_model_for(run.params.model, cfg.la_dropout) if fresh else run.params.model
+
     def recorded_options(self, run: Run) -> dict:
-        """The larev section as the run used it: `definition` with 'auto' resolved, and the objective with its
-        unset zero-term settings resolved for the backbone (`LeakageAwareConfig.resolved`)."""
+        """The larev section as the run used it: `definition` with 'auto' resolved, the objective with its unset
+        zero-term settings resolved for the backbone (`LeakageAwareConfig.resolved`), phi_LA's dropout and the
+        exclusive terms resolved."""
         cfg = run.params.larev
         return {**cfg.model_dump(mode="json"), "definition": larev_definition(run),
+                "la_dropout": self.la_model(run).dropout,
+                "exclusive_terms": la_config.resolve_exclusive_terms(cfg.exclusive_terms, run.params.data.source),
                 "objective": cfg.objective.resolved(run.params.model.backbone).model_dump(mode="json")}
 
     def report_section(self, run: Run, trained: Trained) -> ArtifactRef:

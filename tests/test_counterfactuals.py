@@ -97,78 +97,42 @@ def test_la_instances_follow_each_row_with_its_twin_in_every_environment_it_has(
         la_instances(df, envs, counterfactuals=0.5)
 
 
-PLANTED_CATEGORIES = ("fruit", "tool", "toy", "bird", "cup", "hat")
+
+def test_the_demo_data_names_its_exclusive_terms_and_other_data_none():
+    from larev.methods.leakage_aware.config import resolve_exclusive_terms
+
+    assert resolve_exclusive_terms("auto", "demo") == "demo"
+    assert resolve_exclusive_terms("auto", "files") == "none" and resolve_exclusive_terms("auto", "hub") == "none"
+    assert resolve_exclusive_terms("demo", "files") == "demo"
+    with pytest.raises(ValueError, match="exclusive_terms"):
+        resolve_exclusive_terms("wordnet", "files")
 
 
-def planted_comparison_scores(seed: int = 0, counterfactuals: float = 1.0, n: int = 540) -> dict[str, dict]:
-    """Mean LAREV scores (`new_information`, today's objective) of gold, borrowed and empty test rationales on
-    planted data where only a comparison of r with the hypothesis tells entailment from contradiction, for phi_LA
-    and the erm_envs control, with `counterfactuals` the share of training twins (`seed` draws the data and
-    initialises the models). The hypothesis names a category; an entailment rationale names the same one, a
-    contradiction rationale another, a neutral one a colour; b's relation word carries the label (E1), is masked
-    (E2) or names another label (E3). A borrowed rationale (another test row's, same label) names its own row's
-    category: on entailment rows it contradicts this hypothesis five times in six."""
-    import polars as pl
+def test_a_fresh_phi_la_on_the_embedded_backbone_trains_without_dropout_unless_told():
+    from larev.config import ModelConfig
+    from larev.methods.leakage_aware.config import LarevConfig, la_model_for
 
-    from larev.config import ScoreConfig, TrainConfig
-    from larev.data.variants import borrowed_from
-    from larev.formats import baseline_input
-    from larev.methods.leakage_aware.config import LeakageAwareConfig
-    from larev.methods.leakage_aware.instances import la_instances
-    from larev.methods.leakage_aware.objective import probe_from
-    from larev.methods.leakage_aware.training import train_leakage_aware
-    from larev.metrics.rev import score_rev
-    from larev.models.train import train_evaluator
-    from tests.helpers import tiny_evaluator
+    embedded = ModelConfig()
+    assert embedded.dropout == 0.1 and la_model_for(embedded, None).dropout == 0.0
+    assert la_model_for(embedded, 0.2).dropout == 0.2
+    assert la_model_for(embedded, 0.1) is embedded  # unchanged: the same config (and cache key)
+    frozen = ModelConfig(backbone="minilm-frozen")
+    assert la_model_for(frozen, None) is frozen  # no default for another backbone
+    assert LarevConfig().la_dropout is None
+    with pytest.raises(ValueError):
+        LarevConfig(la_dropout=1.0)
 
-    labels = ["entailment", "contradiction", "neutral"]
-    cue = {"entailment": "implies", "contradiction": "contradicts", "neutral": "unrelated"}
-    anti = {"entailment": "contradicts", "contradiction": "unrelated", "neutral": "implies"}
-    colours = ("red", "green", "blue")
-    terms = ExclusiveTerms((PLANTED_CATEGORIES,))
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        y, cat = labels[i % 3], rng.choice(PLANTED_CATEGORIES)
-        said = {"entailment": cat, "contradiction": rng.choice([c for c in PLANTED_CATEGORIES if c != cat]),
-                "neutral": rng.choice(colours)}[y]
-        h = f"a man holds a {cat}"
-        rows.append({"id": f"p{i}", "task": "nli", "choices": None, "label": y, "hypothesis": h,
-                     "rationale": f"it is a {said}", "E1": f"{h} {cue[y]}", "E2": f"{h} <mask>",
-                     "E3": f"{h} {anti[y]}"})
-    frame = pl.DataFrame(rows, schema_overrides={"choices": pl.List(pl.String)})
-    train, test = frame[: n * 8 // 9], frame[n * 8 // 9:]
-    words = [*PLANTED_CATEGORIES, *colours, *cue.values(), "a", "man", "holds", "it", "is", "<mask>", "rationale",
-             "baseline", ":"]
-    config = TrainConfig(epochs=10, batch_size=8, learning_rate=3e-3, seed=seed)
-    phi = tiny_evaluator(words + labels, seed=seed)
-    train_evaluator(phi, [rationale_input(r, b) for r, b in zip(train["rationale"], train["E1"])],
-                    train["label"].to_list(), [], [], [], config, progress=False)
-    psi = probe_from(phi)
-    train_evaluator(psi, [baseline_input(m) for m in train["E2"]], train["label"].to_list(), [], [], [], config,
-                    progress=False, keep_eval=[psi.model.get_encoder()])
-    donors = borrowed_from(test["label"].to_list(), same_label=True, seed=seed + 1)
-    golds = test["rationale"].to_list()
-    rationales = pl.concat([test.select("id", pl.lit(source).alias("source"), pl.Series("rationale", texts), "label")
-                            for source, texts in (("gold", golds), ("borrowed", [golds[d] for d in donors]),
-                                                  ("empty", [""] * test.height))])
-    baselines = test.select("id", "label", pl.col("E1").alias("baseline"))
 
-    def scores(objective: LeakageAwareConfig) -> dict[str, float]:
-        objective = objective.resolved()
-        borrowed = objective.lambda_borrowed > 0
-        instances = la_instances(train, ["E1", "E2", "E3"], empty_rationales=True, borrowed=True,
-                                 label_statements=objective.label_statements if borrowed else 0.0,
-                                 baseline_rationales=objective.baseline_rationales if borrowed else 0.0,
-                                 counterfactuals=counterfactuals, exclusive_terms=terms, seed=seed)
-        phi_la = tiny_evaluator(words + labels, seed=seed + 1)
-        train_leakage_aware(phi_la, psi, instances, [], [], config.model_copy(update={"batch_size": 4}), objective,
-                            "nli", progress=False)
-        table = score_rev(phi_la, None, rationales, test, baselines, ScoreConfig(), zero="empty")
-        return dict(table.group_by("source").agg(pl.col("score").mean()).iter_rows())
+def test_the_comparison_diagnostic_trains_on_the_twins_and_reports_each_epoch(capsys):
+    """`python -m larev.bench.comparison` (docs/benchmarks.md, "Stop 51") on a tiny slice of demo data."""
+    from larev.bench import comparison
+    from larev.config import DemoDataConfig
 
-    objective = LeakageAwareConfig()
-    return {"larev": scores(objective),
-            "erm_envs": scores(objective.model_copy(update={"lambda_irm": 0.0, "lambda_probe": 0.0,
-                                                            "lambda_borrowed": 0.0, "label_statements": 0.0,
-                                                            "baseline_rationales": 0.0}))}
+    tiny = DemoDataConfig(seed=7, n_train=30, n_validation=6, n_test=6)
+    accuracy = comparison.comparison_accuracy(dropout=0.0, epochs=2, twins=True, data=tiny)
+    assert len(accuracy) == 2 and all(0.0 <= a <= 1.0 for a in accuracy)
+    assert comparison.main(["--epochs", "1", "--dropout", "0", "--n-train", "30"]) == 0
+    assert "dropout 0.0 twins False seed 0: validation accuracy by epoch 0." in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        comparison.main(["--dropout", "x"])
+    assert "invalid float value" in capsys.readouterr().err

@@ -215,6 +215,19 @@ def test_phi_la_can_start_from_phi(first_run):
     assert not all(torch.allclose(fresh[k], v, atol=1e-3) for k, v in phi.items())
 
 
+def test_the_demo_run_trains_a_fresh_phi_la_without_dropout_and_with_counterfactual_twins(first_run):
+    """The demo's defaults (larev.la_dropout, larev.exclusive_terms 'auto'): phi_LA is built with dropout 0 while
+    phi keeps the backbone's 0.1, and trains on counterfactual twins of its entailment and contradiction rows."""
+    _, result = first_run
+
+    def saved(name):
+        return json.loads((Path(result["refs"][name].uri) / "config.json").read_text())["dropout_rate"]
+
+    assert saved("phi") == TINY.dropout == 0.1 and saved("larev") == 0.0
+    meta = json.loads((Path(result["refs"]["larev"].uri) / "larev_config.json").read_text())["meta"]
+    assert meta["zero_rows"]["exclusive_terms"] == "demo" and meta["zero_rows"]["counterfactuals"] > 0
+
+
 def test_phi_la_trains_the_minimum_steps_on_small_data(first_run):
     """larev.la_min_steps: the tiny run's 48 training rows at batch 8 are 6 steps an epoch, so 12 steps take 2
     epochs where la_train says 1; the saved phi_LA records both epochs and the grown config."""

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from larev.config import TrainConfig, _Config
+from larev.config import ModelConfig, TrainConfig, _Config
 from larev.leakage.attribution import AttributionConfig
 from larev.methods.leakage_aware.antonyms import AntonymConfig
 from larev.methods.leakage_aware.label_edits import LABEL_EDITS
@@ -287,7 +287,7 @@ NEW_INFORMATION_MIN_STEPS = {"embedded": 1200}
 LA_DROPOUT = {"embedded": 0.0}
 
 
-def la_model_for(model, la_dropout: float | None):
+def la_model_for(model: ModelConfig, la_dropout: float | None) -> ModelConfig:
     """The model config a fresh phi_LA is built from: `model` with its dropout set to `la_dropout`, else to
     LA_DROPOUT[backbone] where the backbone has one, else unchanged."""
     dropout = LA_DROPOUT.get(model.backbone) if la_dropout is None else la_dropout
