@@ -57,11 +57,12 @@ def test_ramp_and_thesis_defaults():
     assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
     assert cfg.objective_for("erm_envs").weights("nli") == (0.0, 0.0)
     # the thesis's definition trains neither no-rationale rows nor the borrowed term nor label statements nor
-    # baselines as rationales
+    # baselines as rationales nor counterfactual twins
     assert cfg.objective_for(None) == cfg.objective.model_copy(update={"empty_rationales": False,
                                                                       "lambda_borrowed": 0.0,
                                                                       "label_statements": 0.0,
                                                                       "baseline_rationales": 0.0,
+                                                                      "counterfactual_rationales": 0.0,
                                                                       "zero_terms_start": 0.5})
     assert cfg.model_copy(update={"definition": "new_information"}).objective_for(None) == cfg.objective.resolved()
     # QA on the small backbones: the penalty on the label-set scores at weight 10; the thesis's tokens elsewhere
