@@ -145,7 +145,8 @@ class LeakageAwareConfig(_Config):
 
 # The ablations of thesis table 5.6, the control of training on the environments with no invariance term at all
 # (no IRM, no probe, no borrowed-rationale term; the no-rationale instances stay: they are the zero point's
-# estimator, not an invariance term), the rationale-side term off, and the thesis's own weights (which differ
+# estimator, not an invariance term; so do the counterfactual twins, training data), the rationale-side term off,
+# and the thesis's own weights (which differ
 # from the default on the embedded backbone): objective updates by name. BORROWED_TERM_OFF turns off the
 # borrowed-rationale term with the rows that only it uses (label statements, baselines as rationales).
 BORROWED_TERM_OFF = {"lambda_borrowed": 0.0, "label_statements": 0.0, "baseline_rationales": 0.0}
