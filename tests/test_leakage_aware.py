@@ -39,6 +39,10 @@ def test_zero_terms_wait_for_their_start():
     assert zero_terms_full_step(12, unstaged) == 4
     with pytest.raises(ValueError):
         LeakageAwareConfig(zero_terms_start=1.0)
+    # unset (the backbone's default) must be resolved first: a clear error, not a TypeError
+    with pytest.raises(ValueError, match="resolve the objective"):
+        zero_terms_full_step(12, LeakageAwareConfig())
+    assert zero_terms_full_step(12, LeakageAwareConfig().resolved("embedded")) == 8
 
 
 def test_ramp_and_thesis_defaults():

@@ -230,18 +230,25 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
                   math.nan if empty_loss is None else empty_loss.item())
 
 
+def _zero_terms_start(objective: LeakageAwareConfig) -> float:
+    if objective.zero_terms_start is None:
+        raise ValueError("objective.zero_terms_start is unset: resolve the objective for the backbone first "
+                         "(LeakageAwareConfig.resolved)")
+    return objective.zero_terms_start
+
+
 def zero_terms_ramp(step: int, total: int, objective: LeakageAwareConfig) -> float:
     """The ramp of the zero terms (no-rationale rows, borrowed term): 0 for the first `zero_terms_start` share of
-    the steps, then linear up to 1 over `warmup_fraction` of the steps left."""
-    begin = objective.zero_terms_start * total
+    the steps, then linear up to 1 over `warmup_fraction` of the steps left. `objective` must be resolved."""
+    begin = _zero_terms_start(objective) * total
     if step < begin:
         return 0.0
     return ramp(step - round(begin), total - round(begin), objective.warmup_fraction)
 
 
 def zero_terms_full_step(total: int, objective: LeakageAwareConfig) -> int:
-    """The first step at which the zero terms are at full weight."""
-    begin = round(objective.zero_terms_start * total)
+    """The first step at which the zero terms are at full weight (`objective` resolved)."""
+    begin = round(_zero_terms_start(objective) * total)
     return begin + math.ceil(objective.warmup_fraction * (total - begin))
 
 
