@@ -201,15 +201,17 @@ def _proxy_handler(proxy: FaultyS3Proxy) -> type:
         def _handle(self) -> None:
             body = self._read_body()
             headers = {k: v for k, v in self.headers.items()}
+            # each request is recorded before its response is written: a client that has its answer must find
+            # it in `requests` (recorded after, a test could read the list before the handler thread appended)
             if proxy._decide(self.command, self.path):
                 payload = proxy.error_body()
+                proxy._record(ProxiedRequest(self.command, self.path, headers, proxy.status))
                 self.send_response_only(proxy.status)
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(payload)
-                proxy._record(ProxiedRequest(self.command, self.path, headers, proxy.status))
                 return
             conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=60)
             try:
@@ -222,6 +224,7 @@ def _proxy_handler(proxy: FaultyS3Proxy) -> type:
                 conn.endheaders(body or None)
                 resp = conn.getresponse()
                 data = resp.read()
+                proxy._record(ProxiedRequest(self.command, self.path, headers, resp.status))
                 self.send_response_only(resp.status, resp.reason)
                 for name, value in resp.getheaders():
                     lower = name.lower()
@@ -233,7 +236,6 @@ def _proxy_handler(proxy: FaultyS3Proxy) -> type:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
-                proxy._record(ProxiedRequest(self.command, self.path, headers, resp.status))
             finally:
                 conn.close()
 
