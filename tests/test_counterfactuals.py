@@ -97,7 +97,6 @@ def test_la_instances_follow_each_row_with_its_twin_in_every_environment_it_has(
         la_instances(df, envs, counterfactuals=0.5)
 
 
-
 def test_the_demo_data_names_its_exclusive_terms_and_other_data_none():
     from larev.methods.leakage_aware.config import resolve_exclusive_terms
 
