@@ -110,13 +110,11 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     at least `min_steps` optimizer steps; `label_edits` (larev.label_edits) edits the label's own text in the
     environments too; `exclusive_terms` (larev.exclusive_terms, resolved) names the terms the objective's
     counterfactual rationales swap ('none': no counterfactuals)."""
-    from larev.methods.leakage_aware.counterfactuals import EXCLUSIVE_TERMS
+    from larev.methods.leakage_aware.counterfactuals import exclusive_terms_named
     from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
     from larev.models.evaluator import load_evaluator, mask_token_of
 
-    if exclusive_terms != "none" and exclusive_terms not in EXCLUSIVE_TERMS:
-        raise ValueError(f"exclusive_terms must be 'none' or one of {sorted(EXCLUSIVE_TERMS)} (resolved), got "
-                         f"{exclusive_terms!r}")
+    terms = exclusive_terms_named(exclusive_terms)  # checked before any model loads
     objective = objective.resolved(model.backbone)  # resolved by the flow already; here for direct callers
     df, env_names = environment_frame(store, examples, environments_ref)
     task = df["task"][0]
@@ -133,7 +131,6 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
              "label_statements": objective.label_statements,
              "baseline_rationales": objective.baseline_rationales, "seed": train.seed}
     # the twins train only (validation's label sets are per row of `val`)
-    terms = EXCLUSIVE_TERMS.get(exclusive_terms)
     twins = {"counterfactuals": objective.counterfactual_rationales if terms else 0.0, "exclusive_terms": terms}
     train_instances = la_instances(tr, env_names, **edits, **twins)
     train = epochs_for_min_steps(la_config.la_train_for(train, model.backbone), len(train_instances), min_steps,

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from larev.config import ModelConfig, TrainConfig, _Config
 from larev.leakage.attribution import AttributionConfig
 from larev.methods.leakage_aware.antonyms import AntonymConfig
+from larev.methods.leakage_aware.counterfactuals import EXCLUSIVE_TERMS
 from larev.methods.leakage_aware.label_edits import LABEL_EDITS
 
 
@@ -347,28 +348,28 @@ def la_train_for(train: TrainConfig, backbone: str) -> TrainConfig:
     return train
 
 
+def _resolve_auto(name: str, value: str, auto: str, allowed: tuple[str, ...]) -> str:
+    """`value` with 'auto' replaced by `auto`; any other value must be one of `allowed`."""
+    if value == "auto":
+        return auto
+    if value not in allowed:
+        raise ValueError(f"{name} must be 'auto' or one of {allowed}, got {value!r}")
+    return value
+
+
 def resolve_la_start(la_start: str, task: str) -> str:
     """'auto' resolved for the task: 'phi' for QA, 'fresh' for NLI; other values as given."""
-    if la_start == "auto":
-        return "phi" if task == "qa" else "fresh"
-    if la_start not in ("fresh", "phi"):
-        raise ValueError(f"la_start must be 'auto', 'fresh' or 'phi', got {la_start!r}")
-    return la_start
+    return _resolve_auto("la_start", la_start, "phi" if task == "qa" else "fresh", ("fresh", "phi"))
 
 
 def resolve_label_edits(label_edits: str, task: str) -> str:
     """'auto' resolved for the task: 'rationale_and_baseline' for QA, 'none' for NLI; other values as given."""
-    if label_edits == "auto":
-        return "rationale_and_baseline" if task == "qa" else "none"
-    if label_edits not in LABEL_EDITS:
-        raise ValueError(f"label_edits must be 'auto' or one of {LABEL_EDITS}, got {label_edits!r}")
-    return label_edits
+    return _resolve_auto("label_edits", label_edits, "rationale_and_baseline" if task == "qa" else "none",
+                         LABEL_EDITS)
 
 
 def resolve_exclusive_terms(exclusive_terms: str, source: str) -> str:
-    """'auto' resolved for the data source: 'demo' for the demo generator's data, 'none' elsewhere."""
-    if exclusive_terms == "auto":
-        return "demo" if source == "demo" else "none"
-    if exclusive_terms not in ("none", "demo"):
-        raise ValueError(f"exclusive_terms must be 'auto', 'none' or 'demo', got {exclusive_terms!r}")
-    return exclusive_terms
+    """'auto' resolved for the data source: 'demo' for the demo generator's data, 'none' elsewhere; other values
+    must be 'none' or a name of counterfactuals.EXCLUSIVE_TERMS."""
+    return _resolve_auto("exclusive_terms", exclusive_terms, "demo" if source == "demo" else "none",
+                         ("none", *EXCLUSIVE_TERMS))

@@ -66,6 +66,16 @@ class ExclusiveTerms:
 EXCLUSIVE_TERMS: dict[str, ExclusiveTerms] = {"demo": ExclusiveTerms((tuple(c.name for c in DEMO_CATEGORIES),))}
 
 
+def exclusive_terms_named(name: str) -> ExclusiveTerms | None:
+    """The classes a resolved `larev.exclusive_terms` names: None for 'none', else its EXCLUSIVE_TERMS entry."""
+    if name == "none":
+        return None
+    if name not in EXCLUSIVE_TERMS:
+        raise ValueError(f"exclusive_terms must be 'none' or one of {sorted(EXCLUSIVE_TERMS)} (resolved), got "
+                         f"{name!r}")
+    return EXCLUSIVE_TERMS[name]
+
+
 def _pattern(term: str) -> re.Pattern:
     return re.compile(rf"\b(?:(a|an) )?({re.escape(term)})\b", re.IGNORECASE)
 
