@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from larev.reports import summary_lines
 from tasks.accuracy import Accuracy
-from tasks.leakage_aware import LeakageAware
+from tasks.leakage_aware import LarevVsEmpty, LeakageAware
 from tasks.metric import Metric
 from tasks.rev import Rev
 from tasks.rora import Rora
 
-METRICS: list[Metric] = [Rev(), LeakageAware(), Rora(), Accuracy()]
+METRICS: list[Metric] = [Rev(), LeakageAware(), LarevVsEmpty(), Rora(), Accuracy()]
 
 
 def with_metrics(params, names: list[str]):
@@ -41,8 +41,10 @@ def with_controls(params):
 
 
 def all_score_names() -> set[str]:
-    """Every registered metric's score names: a run that scored all of them ran the full protocol."""
-    return {name for m in METRICS for name in m.names()}
+    """The score names of every registered metric that a run trains by default (a section's `enabled` default): a
+    run that scored all of them ran the full protocol. A metric off by default (larev_vs_empty) is not in it."""
+    return {name for m in METRICS if m.section is None or m.options is None
+            or m.options.model_fields["enabled"].default for name in m.names()}
 
 
 def bench_summaries(artifacts: dict, store) -> dict:

@@ -22,7 +22,7 @@ from flows.metrics import METRICS
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.baselines import make_baselines, make_rationale_variants
-from tasks.metric import Metric, Run
+from tasks.metric import Metric, Run, resolved_params, run_signatures
 from tasks.runtime.runner import StepRunner
 from tasks.training import train_tokenizer
 from tasks.data import load_examples, load_rationales
@@ -104,9 +104,14 @@ _check_sections()
 
 def source_digests(data: DataConfig) -> list[str]:
     """Content hashes of the run's input files (part of the examples step's cache key)."""
+    return list(data_digests(data).values())
+
+
+def data_digests(data: DataConfig) -> dict[str, str]:
+    """{field: sha256} of the run's input files (train, test, validation); empty for generated or hub data."""
     if data.source != "files":
-        return []
-    return [file_digest(p) for p in (data.train, data.test, data.validation) if p]
+        return {}
+    return {f: file_digest(p) for f in ("train", "test", "validation") if (p := getattr(data, f))}
 
 
 @flow(name="larev-pipeline", flow_run_name="larev-{params.run_name}", log_prints=True)
@@ -122,6 +127,9 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
                     progress=params.progress,
                     concurrent_chains=params.concurrent_chains if params.gpu_deployment else 1) as steps:
         run, rationales, inputs = input_steps(steps, params)
+        # the one resolution step: every setting left unset, filled from the presets before any metric step
+        params, resolved_from = resolved_params(params, run.task, tuple(SECTIONS))
+        run.params, run.score = params, params.score
         models: dict[str, ArtifactRef] = {}
         tables: dict[str, ArtifactRef] = {}
         sections: list[ArtifactRef] = []
@@ -135,16 +143,18 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
             if (section := metric.report_section(run, trained)) is not None:
                 sections.append(section)
             scores += metric.score(run, models, rationales)
-        report = steps.run(summarise_scores, scores, f"larev run '{params.run_name}'", sections)
+        recorded = params.model_dump(mode="json")
+        # the weights a pretrained backbone starts from (name, sha256; minilm-frozen's encoder digest)
+        weights = params.model.cache_identity().get("base_weights")
+        digests = data_digests(params.data)
+        signatures = run_signatures(METRICS, models, recorded, backbone_weights=weights, data_digests=digests)
+        report = steps.run(summarise_scores, scores, f"larev run '{params.run_name}'", sections, signatures)
     publish(store, report["report"], name=params.run_name)
     publish_score_table(store, report["summary"], params.run_name)
     refs = {**inputs, **models, **tables, **report}
-    recorded = params.model_dump(mode="json")  # with each metric's run-dependent settings as the run used them
-    recorded |= {m.section: options for m in METRICS if m.enabled(params)
-                 and (options := m.recorded_options(run)) is not None}
-    # the weights a pretrained backbone starts from (name, sha256; minilm-frozen's encoder digest) beside the params
     run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, recorded,
-                         backbone_weights=params.model.cache_identity().get("base_weights"))
+                         backbone_weights=weights, extra={"resolved_from": resolved_from, "signatures": signatures,
+                                                          "data_digests": digests})
     return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
 
 

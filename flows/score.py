@@ -20,7 +20,7 @@ from larev.stress.ftc.config import FtcConfig
 from flows.metrics import METRICS
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
-from tasks.metric import Run
+from tasks.metric import Run, run_signatures
 from tasks.runtime.runner import StepRunner
 from tasks.data import load_rationale_shards, load_rationales
 from tasks.export import export_run, read_run
@@ -114,7 +114,8 @@ def score_rationales(params: ScoreParams) -> dict:
         scores = score_all(trained, refs, rationales)
         stress = stress_steps(trained, refs, rationales, ftc=params.ftc, addtext=params.addtext,
                               sources=tuple(params.stress_sources), title=Path(params.rationales).name)
-        report = steps.run(summarise_scores, scores, f"larev scores of {Path(params.rationales).name}")
+        report = steps.run(summarise_scores, scores, f"larev scores of {Path(params.rationales).name}", None,
+                           scoring_signatures(run, refs, params.score))
     publish(store, report["report"], name=params.name)
     publish_score_table(store, report["summary"], params.name)
     if stress:
@@ -132,6 +133,16 @@ def score_rationales(params: ScoreParams) -> dict:
         for line in moved:
             print(f"leaderboard: {line}")
     return {"run_dir": out, "steps": steps.records, "leaderboard": moved}
+
+
+def scoring_signatures(run: dict, refs: dict[str, ArtifactRef], score: ScoreConfig | None = None) -> dict[str, str]:
+    """The signature of every metric a finished run's models score (tasks.metric.run_signatures), from its
+    run.json: its resolved parameters, with `score` in place of its scoring options when given."""
+    saved = dict(run["params"])
+    if score is not None:
+        saved["score"] = score.model_dump(mode="json")
+    return run_signatures(METRICS, refs, saved, backbone_weights=run.get("backbone_weights"),
+                          data_digests=run.get("data_digests"))
 
 
 def finished_run(steps: StepRunner, run: dict, refs: dict[str, ArtifactRef], *, score: ScoreConfig | None = None,

@@ -154,11 +154,26 @@ def diagnose(summary: pl.DataFrame) -> list[str]:
     return notes
 
 
-def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = None) -> str:
-    """The run report: what was run, the score table, the separations and how to read them."""
+def signature_lines(signatures: dict[str, str]) -> list[str]:
+    """The report's signature section: one row per metric (larev/signature.py says what each field means)."""
+    if not signatures:
+        return []
+    rows = pl.DataFrame({"metric": list(signatures), "signature": list(signatures.values())}).sort("metric")
+    return ["## Signatures", "",
+            "What computed each metric's scores: its definition's version, the backbone and its weights, a digest "
+            "of the resolved settings, the training seed and the larev version. Scores are comparable only under "
+            "the same signature.", "", markdown_table(rows), ""]
+
+
+def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = None,
+                    signatures: dict[str, str] | None = None) -> str:
+    """The run report: what was run, each metric's signature, the score table, the separations and how to read
+    them."""
     parts = [f"# {title}", ""]
     if meta:
         parts += [f"- **{k}**: {v}" for k, v in meta.items()] + [""]
+    parts += signature_lines(signatures or {})
+    summary = summary.drop("signature", strict=False)
     variants = variant_table(summary)
     if variants.height:
         parts += ["## What each metric says of each rationale variant", "",
@@ -170,13 +185,12 @@ def report_markdown(summary: pl.DataFrame, *, title: str, meta: dict | None = No
                   "log(1/K), so a confidently wrong reading counts as none.", "",
                   markdown_table(variants), "", *[f"- {s}" for s in reading_sentences(summary)], ""]
     parts += ["## Scores per rationale source", "",
-              "`score` is the mean pointwise score: in nats for REV (eq. 6), LAREV (eq. 4.4; under "
-              "`larev.definition=new_information` its second term is phi_LA's own reading of no rationale) and "
-              "RORA (eq. 10); an "
+              "`score` is the mean pointwise score: in nats for REV (eq. 6), LAREV (eq. 4.4), larev_vs_empty "
+              "(LAREV's first term minus phi_LA's own reading of no rationale) and RORA (eq. 10); an "
               "accuracy difference for RQ, and for LAS the macro-average of the accuracy gain over leaking and "
               "non-leaking rationales (NaN when one group is empty; `leak_rate` is the leaking share). "
               "`accuracy_with` is the accuracy of the evaluator that reads the rationale, `accuracy_base` of the one "
-              "that does not (REV: the baseline b only; LAREV: b alone, or no rationale under new_information; "
+              "that does not (REV and LAREV: the baseline b only; larev_vs_empty: phi_LA with no rationale; "
               "RORA / RQ / LAS: the input x only).", "",
               markdown_table(summary), ""]
     seps = separation_table(summary)

@@ -72,11 +72,12 @@ def _scores_with_texts(store: ArtifactStore, scores_path: Path, rationales: Arti
 
 @task(name="export-run", task_run_name="export-run", cache_policy=NONE, persist_result=False)
 def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef], params: dict,
-               backbone_weights: dict | None = None) -> str:
+               backbone_weights: dict | None = None, extra: dict | None = None) -> str:
     """Write scores/summary/report/plot under run_dir, and run.json naming every artifact the run used and (a
     pipeline run) `backbone_weights`, the pretrained weights its evaluators start from (null for the embedded
     model); the scores carry each rationale's text, and a pipeline run's test split goes to test_split.jsonl
-    (ids, texts, label, gold rationale: what a user's rationale file answers).
+    (ids, texts, label, gold rationale: what a user's rationale file answers). `extra`: further run.json entries
+    (a pipeline run: `signatures`, the preset each resolved setting came from, the data files' digests).
 
     Files are written to a temporary name then renamed, so a run directory never holds half a file.
     """
@@ -103,7 +104,7 @@ def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef],
         test.select([c for c in TEST_SPLIT_COLUMNS if c in test.columns]).write_ndjson(tmp)
         tmp.replace(out / TEST_SPLIT_FILE)
     record = {"artifact_root": recorded_root(store, out), "params": params, "backbone_weights": backbone_weights,
-              "artifacts": {k: v.model_dump() for k, v in refs.items()}}
+              "artifacts": {k: v.model_dump() for k, v in refs.items()}, **(extra or {})}
     tmp = out / f".{RUN_FILE}.tmp"
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
     tmp.replace(out / RUN_FILE)

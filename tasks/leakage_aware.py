@@ -1,5 +1,5 @@
 """LAREV's steps: IG leakage terms on phi_base, the baseline environments, the leakage probe, phi_LA; scored with
-REV's estimator against the zero point of `larev.definition`."""
+REV's estimator (thesis eq. 4.4). The no-rationale-reference metric (`larev_vs_empty`) shares the first three."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from larev.leakage.attribution import AttributionConfig
 from larev.methods.leakage_aware.antonyms import AntonymConfig
 from larev.methods.leakage_aware.config import LeakageAwareConfig
 from larev.metrics.scores import CONTROL_PREFIX
-from larev.methods.leakage_aware.environments import MASKED
-from larev.methods.leakage_aware.instances import la_env_names, la_instances
 from larev.schema import label_sets
+from larev.methods.leakage_aware.environments import MASKED
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.runtime.cache import larev_task
@@ -103,71 +102,32 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
                  probe: ArtifactRef, tokenizer: ArtifactRef | None, model: ModelConfig, train: TrainConfig,
                  objective: LeakageAwareConfig, progress: bool = True,
                  start_from: ArtifactRef | None = None, min_steps: int = 0,
-                 label_edits: str = "auto", la_start: str = "phi", exclusive_terms: str = "none") -> ArtifactRef:
-    """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms (and, unless the objective is
-    the thesis's, no-rationale instances and the borrowed-rationale term): a fresh model, or a copy of
-    the evaluator `start_from` (REV's phi) when `la_start` (larev.la_start, resolved for the task) is 'phi';
-    at least `min_steps` optimizer steps; `label_edits` (larev.label_edits) edits the label's own text in the
-    environments too; `exclusive_terms` (larev.exclusive_terms, resolved) names the terms the objective's
-    counterfactual rationales swap ('none': no counterfactuals)."""
-    from larev.methods.leakage_aware.counterfactuals import exclusive_terms_named
-    from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
+                 label_edits: str = "none", exclusive_terms: str = "none") -> ArtifactRef:
+    """phi_LA (eq. 4.10) trained on the environments with the IRM and probe terms (and the zero terms where the
+    objective has them): a fresh model, or a copy of the evaluator `start_from` (REV's phi); at least `min_steps`
+    optimizer steps; `label_edits` edits the label's own text in the environments too; `exclusive_terms` names the
+    terms the objective's counterfactual rationales swap ('none': no counterfactuals). Every setting arrives
+    resolved (larev/presets.py); the training itself is `larev.methods.leakage_aware.training.fit_phi_la`."""
+    from larev.methods.leakage_aware.fit import fit_phi_la, phi_la_plan
     from larev.models.evaluator import load_evaluator, mask_token_of
 
-    terms = exclusive_terms_named(exclusive_terms)  # checked before any model loads
-    objective = objective.resolved(model.backbone)  # resolved by the flow already; here for direct callers
-    df, env_names = environment_frame(store, examples, environments_ref)
-    task = df["task"][0]
-    tr, val = split_train_validation(df)
-    start = "fresh" if start_from is None else la_config.resolve_la_start(la_start, task)
-    if start == "fresh":
+    frame, env_names = environment_frame(store, examples, environments_ref)
+    if start_from is None:
         phi_la = new_run_evaluator(store, tokenizer, model, train.seed)
     else:
         phi_la = load_evaluator(store.get_dir(start_from.key), device=train.device)
     psi = load_evaluator(store.get_dir(probe.key), device=train.device)
-    edits = {"label_edits": la_config.resolve_label_edits(label_edits, task),
-             "mask_token": mask_token_of(psi.tokenizer),
-             "empty_rationales": objective.empty_rationales, "borrowed": objective.lambda_borrowed > 0,
-             "label_statements": objective.label_statements,
-             "baseline_rationales": objective.baseline_rationales, "seed": train.seed}
-    # the twins train only (validation's label sets are per row of `val`)
-    twins = {"counterfactuals": objective.counterfactual_rationales if terms else 0.0, "exclusive_terms": terms}
-    train_instances = la_instances(tr, env_names, **edits, **twins)
-    train = epochs_for_min_steps(la_config.la_train_for(train, model.backbone), len(train_instances), min_steps,
-                                 desc=name)
-    with epoch_checkpoints(store, name, train.epochs) as checkpoints:
-        train_leakage_aware(phi_la, psi, train_instances, la_instances(val, env_names, **edits),
-                            label_sets(val), train, objective, task=task, progress=progress,
-                            env_names=tuple(la_env_names(env_names, edits["label_edits"])), checkpointer=checkpoints)
-        phi_la.meta["label_edits"], phi_la.meta["la_start"] = edits["label_edits"], start
-        phi_la.meta["zero_rows"] = {"empty_rationales": edits["empty_rationales"], "borrowed": edits["borrowed"],
-                                    "label_statements": edits["label_statements"],
-                                    "baseline_rationales": edits["baseline_rationales"],
-                                    "counterfactuals": len(train_instances) - tr.height if terms else 0,
-                                    "exclusive_terms": exclusive_terms if terms else "none"}
+    plan = phi_la_plan(frame, env_names, train, objective, min_steps=min_steps, label_edits=label_edits,
+                       exclusive_terms=exclusive_terms, mask_token=mask_token_of(psi.tokenizer), desc=name)
+    with epoch_checkpoints(store, name, plan.train.epochs) as checkpoints:
+        fit_phi_la(phi_la, psi, plan, objective, progress=progress, checkpointer=checkpoints, desc=name)
+        phi_la.meta["la_start"] = "fresh" if start_from is None else "phi"
         return put_evaluator(store, name, phi_la, name)
-
-
-def larev_definition(run: Run) -> str:
-    """The run's `larev.definition`, concrete: a training run's resolved for its data's task and backbone
-    ('auto', la_config.resolve_definition); a finished run's as its run.json records it (resolved when it was
-    written; a run made before the definition existed trained the thesis's phi_LA)."""
-    if run.params is not None:
-        return la_config.resolve_definition(run.params.larev.definition, run.task, run.params.model.backbone)
-    saved = run.saved_params or {}
-    definition = saved.get("larev", {}).get("definition", "thesis")
-    backbone = saved.get("model", {}).get("backbone", "embedded")
-    return la_config.resolve_definition(definition, run.task, backbone) if definition == "auto" else definition
-
-
-def larev_zero(run: Run) -> str:
-    """The zero point LAREV's scores are read against: the run's definition's (`larev_definition`)."""
-    return la_config.zero_point(larev_definition(run))
 
 
 def is_phi_la(name: str) -> bool:
     """Whether a run's model is one of LAREV's phi_LA: `larev` or an ablation's `larev_<ablation>`."""
-    return name == "larev" or name.startswith("larev_")
+    return name == "larev" or (name.startswith("larev_") and name[len("larev_"):] in la_config.ABLATIONS)
 
 
 LA_EPOCHS_HELP = ("phi_LA epochs (more on a small training set, to reach larev.la_min_steps optimizer steps; "
@@ -192,15 +152,38 @@ def write_larev_report(store: ArtifactStore, tables: dict[str, ArtifactRef],
     return put_bytes(store, "report_section.md", markdown.encode(), kind="text")
 
 
+def leakage_environments(run: Run, models: dict[str, ArtifactRef]) -> tuple[dict[str, ArtifactRef], ArtifactRef,
+                                                                              ArtifactRef]:
+    """The steps LAREV and larev_vs_empty share, with `larev`'s settings: IG leakage terms on phi_base (their
+    tables), the baseline environments and the leakage probe. Cached: the second metric reuses the first's."""
+    cfg, steps = run.params.larev, run.steps
+    terms = steps.run(find_leakage_terms, models["phi_base"], run.examples, run.baselines, cfg.attribution, run.device)
+    envs = steps.run(make_environments, run.examples, run.baselines, terms["terms"], models["phi_base"], cfg.antonyms)
+    probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
+    return terms, envs, probe
+
+
+def train_la(run: Run, models: dict[str, ArtifactRef], name: str, envs: ArtifactRef, probe: ArtifactRef,
+             objective: LeakageAwareConfig, min_steps: int, exclusive_terms: str = "none") -> ArtifactRef:
+    """One phi_LA named `name` on the run's environments, with `larev`'s resolved start, dropout, training and
+    label edits: a fresh model (dropout larev.la_dropout) or REV's phi (larev.la_start phi)."""
+    cfg = run.params.larev
+    from_phi = cfg.la_start == "phi"
+    model = run.params.model if from_phi else la_config.la_model_for(run.params.model, cfg.la_dropout)
+    return run.steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, model, cfg.la_train, objective,
+                         step_label=f"train-{name}", start_from=models["phi"] if from_phi else None,
+                         min_steps=min_steps, label_edits=cfg.label_edits, exclusive_terms=exclusive_terms)
+
+
 class LeakageAware(Metric):
-    """LAREV: phi_LA (and its ablations, `larev_<ablation>`), scored with REV's estimator against REV's phi_base;
-    with `larev.controls`, the controls (`control_<name>`) scored the same way: erm_envs (the erm_envs ablation's
-    phi_LA), phi (REV's phi in phi_LA's place) and r_only (an evaluator trained on r alone)."""
+    """LAREV (thesis eq. 4.4): phi_LA (and its ablations, `larev_<ablation>`), scored with REV's estimator against
+    REV's phi_base; with `larev.controls`, the controls (`control_<name>`) scored the same way: erm_envs (the erm_envs
+    ablation's phi_LA), phi (REV's phi in phi_LA's place) and r_only (an evaluator trained on r alone)."""
 
     name = "larev"
     section = "larev"
     options = la_config.LarevConfig
-    description = "LAREV's leakage-aware evaluator"
+    description = "LAREV (thesis eq. 4.4): the leakage-aware evaluator phi_LA against REV's phi_base"
     controls = la_config.CONTROLS
     cli_options = (
         MetricOption("--no-larev", "enabled", const=False, help="REV only: skip LAREV's steps"),
@@ -220,24 +203,12 @@ class LeakageAware(Metric):
         return [k for k in models if is_phi_la(k) or k.startswith(CONTROL_PREFIX)]
 
     def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
-        cfg, steps, definition = run.params.larev, run.steps, larev_definition(run)
-        terms = steps.run(find_leakage_terms, models["phi_base"], run.examples, run.baselines, cfg.attribution,
-                          run.device)
-        envs = steps.run(make_environments, run.examples, run.baselines, terms["terms"], models["phi_base"],
-                         cfg.antonyms)
-        probe = steps.run(train_probe, models["phi"], run.examples, envs, cfg.probe_train)
-        min_steps = la_config.resolve_la_min_steps(cfg.la_min_steps, definition, run.params.model.backbone)
-        exclusive_terms = la_config.resolve_exclusive_terms(cfg.exclusive_terms, run.params.data.source)
-        la_model = self.la_model(run)
+        cfg = run.params.larev
+        terms, envs, probe = leakage_environments(run, models)
 
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
             name = "larev" if ablation is None else f"larev_{ablation}"
-            return steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, la_model,
-                             cfg.la_train, cfg.objective_for(ablation, definition, run.params.model.backbone),
-                             step_label=f"train-{name}",
-                             start_from=None if cfg.la_start == "fresh" else models["phi"],
-                             min_steps=min_steps, label_edits=cfg.label_edits, la_start=cfg.la_start,
-                             exclusive_terms=exclusive_terms)
+            return train_la(run, models, name, envs, probe, cfg.objective_for(ablation, run.task), cfg.la_min_steps)
 
         phi_las = {"larev" if a is None else f"larev_{a}": trained_phi_la(a) for a in [None, *cfg.ablations]}
         controls = {}
@@ -246,28 +217,13 @@ class LeakageAware(Metric):
         if "phi" in cfg.controls:
             controls[CONTROL_PREFIX + "phi"] = models["phi"]
         if "r_only" in cfg.controls:
-            controls[CONTROL_PREFIX + "r_only"] = steps.run(train_model, "r_only", run.examples, run.baselines,
-                                                            run.tokenizer, run.params.model, run.params.train,
-                                                            step_label="train-r_only")
+            controls[CONTROL_PREFIX + "r_only"] = run.steps.run(train_model, "r_only", run.examples, run.baselines,
+                                                                run.tokenizer, run.params.model, run.params.train,
+                                                                step_label="train-r_only")
         return Trained(models={**phi_las, **controls, "probe": probe}, tables={**terms, "environments": envs})
 
-    @staticmethod
-    def la_model(run: Run) -> ModelConfig:
-        """The model config phi_LA is built from: with larev.la_dropout resolved for a fresh phi_LA (la_start
-        fresh); a phi_LA started from phi keeps phi's."""
-        cfg = run.params.larev
-        fresh = la_config.resolve_la_start(cfg.la_start, run.task) == "fresh"
-        return la_config.la_model_for(run.params.model, cfg.la_dropout) if fresh else run.params.model
-
-    def recorded_options(self, run: Run) -> dict:
-        """The larev section as the run used it: `definition` with 'auto' resolved, the objective with its unset
-        zero-term settings resolved for the backbone (`LeakageAwareConfig.resolved`), phi_LA's dropout and the
-        exclusive terms resolved."""
-        cfg = run.params.larev
-        return {**cfg.model_dump(mode="json"), "definition": larev_definition(run),
-                "la_dropout": self.la_model(run).dropout,
-                "exclusive_terms": la_config.resolve_exclusive_terms(cfg.exclusive_terms, run.params.data.source),
-                "objective": cfg.objective.resolved(run.params.model.backbone).model_dump(mode="json")}
+    def row_names(self, models: dict[str, ArtifactRef]) -> list[str]:
+        return self.model_names(models)
 
     def report_section(self, run: Run, trained: Trained) -> ArtifactRef:
         phi_las = {k: v for k, v in trained.models.items() if is_phi_la(k)}
@@ -278,10 +234,8 @@ class LeakageAware(Metric):
 
     def score(self, run: Run, models: dict[str, ArtifactRef],
               rationales: ArtifactRef | list[ArtifactRef]) -> list[ArtifactRef]:
-        """Every model of `model_names` with REV's estimator, read against `larev.definition`'s zero point: the
-        model's own reading of no rationale ('new_information'), or phi_base on b ('thesis')."""
-        zero = larev_zero(run)
-        return [score_with_estimator(run, name, models[name], models["phi_base"], rationales, zero=zero)
+        """Every model of `model_names` with REV's estimator against phi_base on b (eq. 4.4)."""
+        return [score_with_estimator(run, name, models[name], models["phi_base"], rationales, zero="base")
                 for name in self.model_names(models)]
 
     def bench_summary(self, artifacts: dict, store) -> dict | None:
@@ -293,3 +247,36 @@ class LeakageAware(Metric):
         from larev.methods.leakage_aware.bench import larev_bench_lines
 
         return larev_bench_lines(summary)
+
+
+class LarevVsEmpty(Metric):
+    """larev_vs_empty: log p_LA(y | r, b) - log p_LA(y | empty, b), its phi_LA trained on LAREV's environments with
+    eq. 4.10's terms and the zero terms (no-rationale rows, the borrowed-rationale term, label statements, baselines
+    as rationales): a rationale that says nothing about the instance should score about 0. Off unless asked for;
+    it reads `larev`'s settings for the shared steps."""
+
+    name = "larev_vs_empty"
+    section = "larev_vs_empty"
+    options = la_config.LarevVsEmptyConfig
+    description = ("larev_vs_empty: LAREV's estimator against phi_LA's own reading of no rationale, phi_LA trained "
+                   "with the zero terms (off unless asked for)")
+    cli_options = (MetricOption("--larev-vs-empty", "enabled", const=True,
+                                help="also train and score larev_vs_empty (the no-rationale-reference metric)"),)
+
+    def signature_sections(self) -> tuple[str, ...]:
+        return ("larev", self.section)  # the shared steps and phi_LA's eq. 4.10 terms come from `larev`
+
+    def train(self, run: Run, models: dict[str, ArtifactRef]) -> Trained:
+        own = run.params.larev_vs_empty
+        _, envs, probe = leakage_environments(run, models)
+        phi_la = train_la(run, models, self.name, envs, probe, own.objective(run.params.larev), own.la_min_steps,
+                          exclusive_terms=own.exclusive_terms)
+        return Trained(models={self.name: phi_la})
+
+    def trained(self, models: dict[str, ArtifactRef]) -> bool:
+        return self.name in models and "phi_base" in models
+
+    def score(self, run: Run, models: dict[str, ArtifactRef],
+              rationales: ArtifactRef | list[ArtifactRef]) -> list[ArtifactRef]:
+        return [score_with_estimator(run, self.name, models[self.name], models["phi_base"], rationales,
+                                     zero="empty")]

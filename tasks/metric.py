@@ -14,11 +14,15 @@ A metric (REV, LAREV, RORA, RQ / LAS) is a `Metric`: a small object in its task 
   train(run)        run its training steps; returns the model refs it needs to score (their keys are the metric's
                     own names in run.json, e.g. `larev`, `rora_phi:gold`) and diagnostic tables
   report_section(run, trained)  a step writing its part of the run's report.md (Markdown), or None
-  recorded_options(run)  its section as run.json records it, 'auto' settings made concrete (default: as given)
+  definition_version  the version of the formula its score rows compute: part of every score's signature
   trained(models)   whether a finished run's models (run.json's artifacts) include everything it scores with
   score(run, models, rationales)  run its score steps; returns score tables (larev/metrics/scores.py's schema)
   bench_summary(artifacts, store)  its entry of `bench quality`'s results.json "leakage" section, or None
   bench_markdown(summary)          that entry as results.md lines (default: a table of its figures)
+
+Before the first metric step, `resolved_params` fills every setting left unset (None, 'auto') from the presets
+(larev/presets.toml) for the run's backbone, task and data: the steps receive their sections whole and concrete,
+and run.json records them so.
 
 `flows/metrics.py` lists the metrics in order (a metric may use models an earlier one trained: LAREV reads REV's
 phi_base, RQ / LAS read RORA's theta); both flows, the CLI and the benches loop over that list. CONTRIBUTING.md has
@@ -100,6 +104,7 @@ class Metric:
     description: str = ""  # the section's description in the UI form
     cli_options: tuple[MetricOption, ...] = ()
     controls: tuple[str, ...] = ()
+    definition_version: str = "v1"  # a new formula under this name is a new metric or a new version
 
     def names(self) -> tuple[str, ...]:
         """What `--metrics` accepts for this metric: the names of its score rows."""
@@ -116,13 +121,16 @@ class Metric:
     def report_section(self, run: Run, trained: Trained) -> ArtifactRef | None:
         return None
 
-    def recorded_options(self, run: Run) -> dict | None:
-        """Its section as run.json records it, with settings that depend on the run made concrete (LAREV's
-        `definition` 'auto' for the data's task and the backbone); None: as given."""
-        return None
-
     def trained(self, models: dict[str, ArtifactRef]) -> bool:
         raise NotImplementedError
+
+    def row_names(self, models: dict[str, ArtifactRef]) -> list[str]:
+        """The metric names its score rows carry with these models (LAREV adds its ablations and controls)."""
+        return list(self.names())
+
+    def signature_sections(self) -> tuple[str, ...]:
+        """The parameter sections whose settings enter its scores besides the run's own (its section)."""
+        return (self.section,) if self.section else ()
 
     def score(self, run: Run, models: dict[str, ArtifactRef],
               rationales: ArtifactRef | list[ArtifactRef]) -> list[ArtifactRef]:
@@ -133,3 +141,64 @@ class Metric:
 
     def bench_markdown(self, summary: dict) -> list[str]:
         return summary_lines(self.name, summary)
+
+
+# Sections whose settings steps read, and so must leave resolution concrete: the run's own and every metric's.
+RESOLVED_SECTIONS = ("data", "baselines", "model", "train", "score")
+
+
+def resolved_params(params: Any, task: str, metric_sections: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
+    """The pipeline parameters with every unset setting (None, 'auto') filled from the presets for the run's
+    backbone, task and data (larev/presets.py), validated again; and {setting path: the preset or setting that
+    filled it}. Fails naming any setting of the run's or a metric's sections that no preset fills."""
+    from larev.presets import data_kind, resolve_settings, unset_settings
+
+    values = params.model_dump(mode="json")
+    filled, provenance = resolve_settings(values, backbone=params.model.backbone, task=task,
+                                          data=data_kind(params.data.source))
+    left = [p for p in unset_settings(filled, (*RESOLVED_SECTIONS, *metric_sections))
+            if not p.startswith("data.")]  # the data section's unset fields belong to other sources
+    if left:
+        raise ValueError(f"no preset fills {', '.join(left)} for backbone {params.model.backbone!r} and task "
+                         f"{task!r}: set them (--set PATH=VALUE) or add a preset to larev/presets.toml")
+    return type(params).model_validate(filled), provenance
+
+
+# The run's own sections that enter every metric's scores; `data` enters with its files' digests for their paths.
+SIGNED_SECTIONS = ("data", "baselines", "model", "train", "score")
+PLACEMENT_FIELDS = ("device",)  # where a step runs, not what it computes
+
+
+def _without_placement(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_placement(v) for k, v in value.items() if k not in PLACEMENT_FIELDS}
+    return value
+
+
+def metric_settings(metric: Metric, params: dict, data_digests: dict[str, str] | None = None) -> dict:
+    """The resolved settings that enter `metric`'s scores: the run's SIGNED_SECTIONS and the metric's
+    `signature_sections`, from run.json-shaped `params`; the data files named by their digests, not their paths."""
+    data = dict(params.get("data", {}))
+    for name, digest in (data_digests or {}).items():
+        data[name] = f"sha256:{digest}"
+    settings = {s: params.get(s) for s in SIGNED_SECTIONS if s != "data"} | {"data": data}
+    settings |= {s: params.get(s) for s in metric.signature_sections()}
+    return _without_placement(settings)
+
+
+def run_signatures(metrics: list[Metric], models: dict[str, ArtifactRef], params: dict, *,
+                   backbone_weights: dict | None = None, data_digests: dict[str, str] | None = None) -> dict[str, str]:
+    """{score row metric name: its signature} for every metric whose models the run has (larev/signature.py)."""
+    from larev import __version__
+    from larev.signature import make_signature
+
+    weights = (backbone_weights or {}).get("sha256")
+    out = {}
+    for metric in metrics:
+        if not metric.trained(models):
+            continue
+        settings = metric_settings(metric, params, data_digests)
+        for row in metric.row_names(models):
+            out[row] = make_signature(row, metric.definition_version, params["model"]["backbone"], weights, settings,
+                                      params["train"]["seed"], __version__)
+    return out

@@ -21,15 +21,22 @@ from tasks.runtime.outputs import put_bytes, put_file, put_table, stacked_parque
 
 @larev_task("report")
 def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str,
-                     sections: list[ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
+                     sections: list[ArtifactRef] | None = None,
+                     signatures: dict[str, str] | None = None) -> dict[str, ArtifactRef]:
     """scores.parquet (every metric), summary.parquet (per metric and source), report.md, separations.png.
 
     sections: the metrics' own parts of report.md (Markdown, their `report_section` steps), appended in order.
+    signatures: {metric: signature} (larev/signature.py): a `signature` column in scores.parquet and
+    summary.parquet, and a section of report.md.
     """
+    signatures = signatures or {}
     with stacked_parquet(store, scores, scores_mod.SCORE_SCHEMA) as stacked:  # streamed: any number of rows
         summary = scores_mod.summarise(pl.scan_parquet(stacked))
-        scores_ref = put_file(store, "scores.parquet", stacked)
-    markdown = reports.report_markdown(summary, title=title)
+        signed = stacked.with_name("signed.parquet")
+        pl.scan_parquet(stacked).with_columns(signature_column(signatures)).sink_parquet(signed)
+        scores_ref = put_file(store, "scores.parquet", signed)
+    summary = summary.with_columns(signature_column(signatures))
+    markdown = reports.report_markdown(summary, title=title, signatures=signatures)
     for section in sections or []:
         if text := store.read_text(section.key).strip():
             markdown += "\n" + text + "\n"
@@ -39,6 +46,11 @@ def summarise_scores(store: ArtifactStore, scores: list[ArtifactRef], title: str
         "report": put_bytes(store, "report.md", markdown.encode(), kind="text"),
         "plot": put_bytes(store, "separations.png", reports.separation_plot(summary), kind="image"),
     }
+
+
+def signature_column(signatures: dict[str, str]) -> pl.Expr:
+    """Each row's metric's signature (null for a metric `signatures` does not name)."""
+    return pl.col("metric").replace_strict(signatures, default=None, return_dtype=pl.String).alias("signature")
 
 
 def artifact_key(name: str) -> str:

@@ -10,7 +10,7 @@ import yaml
 
 from flows.cli import main
 from flows.cli.parser import build_parser, commands
-from larev.methods.leakage_aware.config import LeakageAwareConfig
+from larev.methods.leakage_aware.config import ThesisObjective
 
 
 def printed_params(capsys, *argv: str) -> dict:
@@ -107,7 +107,7 @@ def test_help_is_read_from_the_configs(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    description = " ".join(LeakageAwareConfig.model_fields["lambda_irm"].description.split())
+    description = " ".join(ThesisObjective.model_fields["lambda_irm"].description.split())
     assert f"{description} (larev.objective.lambda_irm; default none)" in text
     assert "(larev.la_train.epochs; default 2)" in text  # LAREV's own default, not TrainConfig's 3
     for option in commands()["run"].options:  # every option, the metrics' own included, names its parameter
@@ -147,7 +147,7 @@ def test_bench_quality_metrics_switch_the_steps_on_and_off(capsys):
     assert las.rora.enabled and not las.larev.enabled
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", "quality", "--out", "o", "--metrics", "rev,bleu"])
-    assert "unknown metric(s) ['bleu']; choose from rev, larev, rora, rq, las" in capsys.readouterr().err
+    assert "unknown metric(s) ['bleu']; choose from rev, larev, larev_vs_empty, rora, rq, las" in capsys.readouterr().err
 
 
 # Run in a fresh interpreter: in this one, a session's Prefect test harness (the flow tests) holds its own settings

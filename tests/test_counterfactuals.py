@@ -97,27 +97,14 @@ def test_la_instances_follow_each_row_with_its_twin_in_every_environment_it_has(
         la_instances(df, envs, counterfactuals=0.5)
 
 
-def test_the_demo_data_names_its_exclusive_terms_and_other_data_none():
-    from larev.methods.leakage_aware.config import resolve_exclusive_terms
-
-    assert resolve_exclusive_terms("auto", "demo") == "demo"
-    assert resolve_exclusive_terms("auto", "files") == "none" and resolve_exclusive_terms("auto", "hub") == "none"
-    assert resolve_exclusive_terms("demo", "files") == "demo"
-    with pytest.raises(ValueError, match="exclusive_terms"):
-        resolve_exclusive_terms("wordnet", "files")
-
-
-def test_a_fresh_phi_la_on_the_embedded_backbone_trains_without_dropout_unless_told():
+def test_a_fresh_phi_la_takes_the_dropout_it_is_given():
     from larev.config import ModelConfig
     from larev.methods.leakage_aware.config import LarevConfig, la_model_for
 
     embedded = ModelConfig()
-    assert embedded.dropout == 0.1 and la_model_for(embedded, None).dropout == 0.0
-    assert la_model_for(embedded, 0.2).dropout == 0.2
+    assert la_model_for(embedded, 0.0).dropout == 0.0 and la_model_for(embedded, 0.2).dropout == 0.2
     assert la_model_for(embedded, 0.1) is embedded  # unchanged: the same config (and cache key)
-    frozen = ModelConfig(backbone="minilm-frozen")
-    assert la_model_for(frozen, None) is frozen  # no default for another backbone
-    assert LarevConfig().la_dropout is None
+    assert LarevConfig().la_dropout is None  # unset: the preset, else model.dropout (tests/test_presets.py)
     with pytest.raises(ValueError):
         LarevConfig(la_dropout=1.0)
 

@@ -16,7 +16,7 @@ from larev.config import DemoDataConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.leakage.attribution import AttributionConfig
 from larev.data.sources import DataConfig
 from larev.methods.rora.infill import InfillerConfig
-from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig
+from larev.methods.leakage_aware.config import LarevConfig, ThesisObjective
 from larev.leakage.rationale_model import RationaleModelConfig
 from larev.leakage.spans import LeakageDetectionConfig
 from larev.methods.rora.config import RoraConfig
@@ -90,8 +90,8 @@ def test_cold_run_writes_readable_scores(first_run):
     summary = pl.read_parquet(run_dir / "summary.parquet")
     from larev.metrics.scores import SUMMARY_COLUMNS, summarise
 
-    assert summary.columns == SUMMARY_COLUMNS
-    assert_frame_equal(summary, summarise(scores), check_exact=False)  # the run's summary is its scores'
+    assert summary.columns == [*SUMMARY_COLUMNS, "signature"]
+    assert_frame_equal(summary.drop("signature"), summarise(scores), check_exact=False)  # its scores' summary
     report = (run_dir / "report.md").read_text()
     assert report.index("## What each metric says of each rationale variant") < report.index("## Separations")
     # the metrics' own sections, in registry order; RORA's with its residual-leakage columns
@@ -103,9 +103,20 @@ def test_cold_run_writes_readable_scores(first_run):
     record = json.loads((run_dir / "run.json").read_text())
     assert {"phi", "phi_base", "probe", "larev", "terms", "environments", "scores", "theta"} <= set(record["artifacts"])
     assert record["backbone_weights"] is None  # the embedded model is built from its config: no weights to name
-    assert record["params"]["larev"]["definition"] == "new_information"  # 'auto' as it resolved: embedded, NLI
-    objective = record["params"]["larev"]["objective"]  # unset zero-term settings as they resolved (embedded)
-    assert (objective["lambda_borrowed"], objective["zero_terms_start"]) == (2.0, 0.5)
+    # one resolution step: run.json holds every setting a step used, concrete, and the preset it came from
+    from larev.presets import unset_settings
+
+    assert unset_settings(record["params"], ("model", "train", "score", "baselines", "larev", "rora")) == []
+    assert "definition" not in record["params"]["larev"] and record["params"]["larev_vs_empty"]["enabled"] is False
+    assert record["params"]["larev"]["objective"]["lambda_irm"] == 1.0  # the embedded backbone's NLI preset
+    assert record["resolved_from"]["larev.objective.lambda_irm"] == "small-backbone-nli"
+    assert record["resolved_from"]["larev.la_train.learning_rate"] == "=train.learning_rate"
+    # a signature per metric: in run.json, on every score row and summary row, and in the report
+    signatures = record["signatures"]
+    assert sorted(signatures) == METRICS and signatures["larev"].startswith("metric:larev.v1|backbone:embedded|")
+    for table in (scores, summary):
+        assert dict(table.select("metric", "signature").unique().iter_rows()) == signatures
+    assert "## Signatures" in report and signatures["larev"] in report
     # the UI's score table: rounded numbers, one row per metric and source
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -136,6 +147,11 @@ def test_rerun_is_fully_cached_and_identical(first_run):
     again = larev_pipeline(tiny_params(root))
     assert ran(again) == []
     assert again["refs"]["scores"] == result["refs"]["scores"]
+    assert run_json(again)["signatures"] == run_json(result)["signatures"]  # nothing changed: the same signatures
+
+
+def run_json(result) -> dict:
+    return json.loads((Path(result["run_dir"]) / "run.json").read_text())
 
 
 def test_scoring_option_reruns_scoring_only(first_run):
@@ -144,20 +160,23 @@ def test_scoring_option_reruns_scoring_only(first_run):
     assert ran(changed) == ["score-rev", "score-larev", "score-rora", "score-rq-las", "report"]
 
 
-def test_larev_objective_option_reruns_phi_la_only(first_run):
+def test_larev_objective_option_reruns_phi_la_only_and_changes_larevs_signature_only(first_run):
+    from larev.signature import signature_difference
+
     root, _ = first_run
-    larev = TINY_LAREV.model_copy(update={"objective": LeakageAwareConfig(lambda_irm=1.0)})
-    changed = larev_pipeline(tiny_params(root, larev=larev))
+    result = larev_pipeline(tiny_params(root))  # from cache: run.json as the default writes it (others rewrote it)
+    larev = TINY_LAREV.model_copy(update={"objective": ThesisObjective(lambda_irm=2.0)})
+    changed = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-irm-2"))
     assert ran(changed) == ["train-larev", "report-larev", "score-larev", "report"]
+    before, after = run_json(result)["signatures"], run_json(changed)["signatures"]
+    assert signature_difference(before["larev"], after["larev"]) == ["settings"]
+    assert all(before[m] == after[m] for m in before if m != "larev")  # REV, RORA, RQ, LAS: untouched
 
 
 def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_run):
     """`larev.controls`: erm_envs trains the erm_envs ablation's phi_LA, r_only an evaluator on r alone, phi
-    trains nothing. Under `new_information` (what the default means here: embedded backbone, NLI) control_phi reads
-    every rationale as REV does (same log-probabilities and predictions of g') and its zero point is phi's own
-    reading of no rationale, so the `empty` variant scores 0 for LAREV and every control. Under the thesis's
-    definition LAREV's estimator with REV's phi in phi_LA's place (control_phi) is REV's rows exactly, scores
-    included."""
+    trains nothing. LAREV's estimator (eq. 4.4) with REV's phi in phi_LA's place (control_phi) is REV's rows
+    exactly, scores included."""
     root, _ = first_run
     key = ["id", "source"]
     larev = TINY_LAREV.model_copy(update={"controls": ["erm_envs", "phi", "r_only"]})
@@ -165,32 +184,40 @@ def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_r
     assert ran(result) == ["train-larev_erm_envs", "train-r_only", "score-control_erm_envs", "score-control_phi",
                            "score-control_r_only", "report"]
     scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
-    rev = scores.filter(pl.col("metric") == "rev").drop("metric").sort(key)
-    control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
-    reading = ["id", "source", "label", "logp_with", "pred_with", "correct_with"]
-    assert rev.height == 7 * 12 and control_phi.select(reading).equals(rev.select(reading))
-    assert not control_phi["logp_base"].equals(rev["logp_base"])  # phi on [empty, b], not phi_base on b
-    estimator = ["larev", "control_erm_envs", "control_phi", "control_r_only"]
-    empty = scores.filter(pl.col("source") == "empty", pl.col("metric").is_in(estimator))
-    assert set(empty["metric"]) == set(estimator)
-    assert empty["score"].abs().max() < 1e-5  # the same input read twice (in other batches: float rounding)
+    rev = scores.filter(pl.col("metric") == "rev").drop("metric", "signature").sort(key)
+    control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric", "signature").sort(key)
+    assert rev.height == 7 * 12 and control_phi.equals(rev)
     larev_rows = scores.filter(pl.col("metric") == "larev").drop("metric").sort(key)
     assert not larev_rows["logp_with"].equals(rev["logp_with"])  # phi_LA is another model
-    run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
-    assert run["params"]["larev"]["definition"] == "new_information"
+    run = run_json(result)
     assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["artifacts"])
     assert run["artifacts"]["control_phi"] == run["artifacts"]["phi"]
+    assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["signatures"])
 
-    thesis = larev.model_copy(update={"definition": "thesis"})
-    result = larev_pipeline(tiny_params(root, larev=thesis, run_name="tiny-controls-thesis"))
-    assert ran(result) == ["train-larev", "train-larev_erm_envs", "report-larev", "score-larev",
-                           "score-control_erm_envs", "score-control_phi", "score-control_r_only", "report"]
+
+def test_the_no_rationale_reference_metric_runs_only_when_asked_under_its_own_name(first_run):
+    """larev_vs_empty: off by default (the first run has none of it); switched on, it adds its phi_LA and its
+    score step only (LAREV's environments and probe come from cache), its zero point is phi_LA's own reading of
+    no rationale (`empty` scores 0), and `larev` keeps its rows and signature."""
+    from larev.methods.leakage_aware.config import LarevVsEmptyConfig
+
+    root, _ = first_run
+    first = larev_pipeline(tiny_params(root))  # from cache: run.json as the default writes it
+    assert "larev_vs_empty" not in run_json(first)["signatures"]
+    result = larev_pipeline(tiny_params(root, larev_vs_empty=LarevVsEmptyConfig(enabled=True),
+                                        run_name="tiny-vs-empty"))
+    assert ran(result) == ["train-larev_vs_empty", "score-larev_vs_empty", "report"]
     scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
-    rev = scores.filter(pl.col("metric") == "rev").drop("metric").sort(key)
-    control_phi = scores.filter(pl.col("metric") == "control_phi").drop("metric").sort(key)
-    assert rev.height == 7 * 12 and control_phi.equals(rev)
-    run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
-    assert run["params"]["larev"]["definition"] == "thesis"
+    empty = scores.filter(pl.col("source") == "empty", pl.col("metric") == "larev_vs_empty")
+    assert empty.height == 12 and empty["score"].abs().max() < 1e-5  # the same input read twice
+    run = run_json(result)
+    assert run["signatures"]["larev"] == run_json(first)["signatures"]["larev"]
+    assert run["signatures"]["larev_vs_empty"].startswith("metric:larev_vs_empty.v1|")
+    assert run["params"]["larev_vs_empty"]["lambda_borrowed"] == 2.0  # resolved from its preset
+    assert run["resolved_from"]["larev_vs_empty.lambda_borrowed"] == "no-rationale-reference-zero-terms"
+    first_larev = pl.read_parquet(Path(first["run_dir"]) / "scores.parquet").filter(pl.col("metric") == "larev")
+    assert scores.filter(pl.col("metric") == "larev").sort("id", "source")["score"].equals(
+        first_larev.sort("id", "source")["score"])
 
 
 def test_phi_la_can_start_from_phi(first_run):
@@ -215,9 +242,9 @@ def test_phi_la_can_start_from_phi(first_run):
     assert not all(torch.allclose(fresh[k], v, atol=1e-3) for k, v in phi.items())
 
 
-def test_the_demo_run_trains_a_fresh_phi_la_without_dropout_and_with_counterfactual_twins(first_run):
-    """The demo's defaults (larev.la_dropout, larev.exclusive_terms 'auto'): phi_LA is built with dropout 0 while
-    phi keeps the backbone's 0.1, and trains on counterfactual twins of its entailment and contradiction rows."""
+def test_the_demo_run_trains_a_fresh_phi_la_without_dropout_and_without_counterfactual_twins(first_run):
+    """On demo data the embedded backbone's demo preset builds phi_LA with dropout 0 while phi keeps the
+    backbone's 0.1; the demo generator's own rule (its exclusive categories) reaches no default: no twins."""
     _, result = first_run
 
     def saved(name):
@@ -225,7 +252,8 @@ def test_the_demo_run_trains_a_fresh_phi_la_without_dropout_and_with_counterfact
 
     assert saved("phi") == TINY.dropout == 0.1 and saved("larev") == 0.0
     meta = json.loads((Path(result["refs"]["larev"].uri) / "larev_config.json").read_text())["meta"]
-    assert meta["zero_rows"]["exclusive_terms"] == "demo" and meta["zero_rows"]["counterfactuals"] > 0
+    assert meta["zero_rows"]["exclusive_terms"] == "none" and meta["zero_rows"]["counterfactuals"] == 0
+    assert run_json(result)["resolved_from"]["larev.la_dropout"] == "demo-embedded"
 
 
 def test_phi_la_trains_the_minimum_steps_on_small_data(first_run):

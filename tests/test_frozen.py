@@ -292,14 +292,3 @@ def numpy_isfinite(values):
     import numpy as np
 
     return np.isfinite(values)
-
-
-def test_phi_la_on_minilm_frozen_trains_at_its_own_learning_rate_unless_one_is_set():
-    from larev.methods.leakage_aware.config import FROZEN_LA_LEARNING_RATE, LarevConfig, la_train_for
-
-    la_train = LarevConfig().la_train
-    assert la_train_for(la_train, "minilm-frozen").learning_rate == FROZEN_LA_LEARNING_RATE == 5e-4
-    assert la_train_for(la_train, "minilm-frozen").batch_size == la_train.batch_size
-    assert la_train_for(la_train, "embedded").learning_rate is None  # the backbone's default, as before
-    chosen = la_train.model_copy(update={"learning_rate": 1e-3})
-    assert la_train_for(chosen, "minilm-frozen").learning_rate == 1e-3

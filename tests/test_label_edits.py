@@ -11,8 +11,7 @@ import pytest
 
 from larev.config import TrainConfig
 from larev.formats import rationale_input
-from larev.methods.leakage_aware.config import (LarevConfig, LeakageAwareConfig, resolve_la_start,
-                                                resolve_label_edits)
+from larev.methods.leakage_aware.config import LeakageAwareConfig
 from larev.methods.leakage_aware.label_edits import label_edited_environments, swapped_label
 
 ENVS = ["E1", "E2", "E3"]
@@ -99,20 +98,6 @@ def test_swapped_label_is_the_one_b_was_rewritten_to_else_the_first_other():
     assert swapped_label("entailment", ["entailment", "contradiction", "neutral"], "p implies h",
                          "p contradicts h") == "contradiction"
     assert swapped_label("yes", ["yes"], "a", "b") is None
-
-
-def test_auto_settings_for_qa_and_nli():
-    assert LarevConfig().label_edits == "auto"
-    assert resolve_label_edits("auto", "qa") == "rationale_and_baseline"
-    assert resolve_label_edits("auto", "nli") == "none" and resolve_label_edits("rationale", "nli") == "rationale"
-    with pytest.raises(ValueError, match="label_edits"):
-        resolve_label_edits("answer", "qa")
-    # phi_LA starts from REV's phi for QA (a fresh one stays at chance on CoS-E), fresh for NLI
-    assert LarevConfig().la_start == "auto"
-    assert resolve_la_start("auto", "qa") == "phi" and resolve_la_start("auto", "nli") == "fresh"
-    assert resolve_la_start("fresh", "qa") == "fresh"
-    with pytest.raises(ValueError, match="la_start"):
-        resolve_la_start("warm", "qa")
 
 
 def _frame(rows: list[dict]) -> pl.DataFrame:

@@ -9,7 +9,7 @@ import torch
 
 from larev.config import TrainConfig
 from larev.formats import baseline_input, rationale_input
-from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig
+from larev.methods.leakage_aware.config import LarevConfig, LeakageAwareConfig, ThesisObjective
 from larev.methods.leakage_aware.objective import (borrowed_consistency, bounded_probe_loss, freeze, la_objective,
                                                    label_set_nll, probe_from, ramp)
 from larev.methods.leakage_aware.training import (LAInstance, probe_label_set_nll, train_leakage_aware,
@@ -48,35 +48,68 @@ def test_zero_terms_wait_for_their_start():
 def test_ramp_and_thesis_defaults():
     assert [ramp(s, total=9, fraction=1 / 3) for s in (0, 1, 2, 3, 8)] == pytest.approx([0, 1 / 3, 2 / 3, 1, 1])
     assert ramp(0, total=9, fraction=0) == 1.0
+    # unset weights read the presets: the thesis's for hub checkpoints, 1 (NLI) / 10 (QA) on the backbones trained here
     assert LeakageAwareConfig().weights("nli") == (25.0, 0.005)
     assert LeakageAwareConfig().weights("qa") == (5.0, 0.0005)
     assert LeakageAwareConfig(lambda_irm=0.0).weights("nli") == (0.0, 0.005)
-    # the embedded small model gets IRM weight 1 unless asked for the thesis's values
     assert LeakageAwareConfig().weights("nli", "embedded") == (1.0, 0.005)
-    assert LeakageAwareConfig(defaults="thesis").weights("nli", "embedded") == (25.0, 0.005)
     assert LeakageAwareConfig().weights("nli", "minilm") == (1.0, 0.005)  # 25 collapsed it on e-SNLI
     assert LeakageAwareConfig().weights("nli", "t5-large") == (25.0, 0.005)
-    cfg = LarevConfig(objective=LeakageAwareConfig(lambda_irm=2.0), definition="thesis")
-    assert cfg.objective_for("thesis").weights("qa", "embedded") == (5.0, 0.0005)
-    assert cfg.objective_for("no_probe").weights("nli", "embedded") == (2.0, 0.0)
-    assert cfg.objective_for("erm_envs").weights("nli") == (0.0, 0.0)
-    # the thesis's definition trains neither no-rationale rows nor the borrowed term nor label statements nor
-    # baselines as rationales nor counterfactual twins
-    assert cfg.objective_for(None) == cfg.objective.model_copy(update={"empty_rationales": False,
-                                                                      "lambda_borrowed": 0.0,
-                                                                      "label_statements": 0.0,
-                                                                      "baseline_rationales": 0.0,
-                                                                      "counterfactual_rationales": 0.0,
-                                                                      "zero_terms_start": 0.5})
-    assert cfg.model_copy(update={"definition": "new_information"}).objective_for(None) == cfg.objective.resolved()
+    cfg = LarevConfig(objective=ThesisObjective(lambda_irm=2.0, lambda_probe=0.005, irm_on="label_set"))
+    assert cfg.objective_for("thesis", "qa").weights("qa", "embedded") == (5.0, 0.0005)
+    assert cfg.objective_for("thesis", "nli").weights("nli", "embedded") == (25.0, 0.005)
+    assert cfg.objective_for("no_probe", "nli").weights("nli", "embedded") == (2.0, 0.0)
+    assert cfg.objective_for("erm_envs", "nli").weights("nli") == (0.0, 0.0)
     # QA on the small backbones: the penalty on the label-set scores at weight 10; the thesis's tokens elsewhere
     assert LeakageAwareConfig().weights("qa", "embedded") == (10.0, 0.0005)
     assert LeakageAwareConfig().irm_target("qa", "embedded") == "label_set"
     assert LeakageAwareConfig().irm_target("qa", "minilm") == "label_set"
     assert LeakageAwareConfig().irm_target("nli", "embedded") == "tokens"
     assert LeakageAwareConfig().irm_target("qa", "t5-large") == "tokens"
-    assert cfg.objective_for("thesis").irm_target("qa", "embedded") == "tokens"
-    assert LeakageAwareConfig(irm_on="tokens").irm_target("qa", "embedded") == "tokens"
+    assert cfg.objective_for("thesis", "qa").irm_target("qa", "embedded") == "tokens"
+    assert cfg.objective_for(None, "qa").irm_target("qa", "embedded") == "label_set"  # as set
+
+
+def test_larev_is_the_thesis_objective_for_every_variant_and_larev_vs_empty_adds_the_zero_terms():
+    """`larev` has no option that switches its definition: its phi_LA and every ablation train eq. 4.10 alone (no
+    no-rationale rows, no borrowed term, no label statements, no baselines as rationales, no twins). The
+    no-rationale-reference metric is a section of its own, off by default, whose objective is larev's eq. 4.10
+    terms plus its zero terms; its counterfactual twins act only with exclusive terms named."""
+    from larev.methods.leakage_aware.config import ABLATIONS, LarevVsEmptyConfig
+
+    assert "definition" not in LarevConfig.model_fields and "exclusive_terms" not in LarevConfig.model_fields
+    thesis = ThesisObjective(lambda_irm=1.0, lambda_probe=0.005, irm_on="tokens")
+    larev = LarevConfig(objective=thesis)
+    for ablation in (None, *ABLATIONS):
+        objective = larev.objective_for(ablation, "nli")
+        assert not objective.empty_rationales and objective.lambda_borrowed == 0.0
+        assert objective.label_statements == objective.baseline_rationales == 0.0
+        assert objective.counterfactual_rationales == 0.0 and objective.zero_terms_start == 0.0
+    assert larev.objective_for(None, "nli").model_dump(include=set(ThesisObjective.model_fields)) == \
+        thesis.model_dump()
+    assert LarevVsEmptyConfig().enabled is False and LarevVsEmptyConfig().exclusive_terms == "none"
+    own = LarevVsEmptyConfig(lambda_borrowed=2.0, zero_terms_start=0.5)
+    objective = own.objective(larev)
+    assert objective.empty_rationales and objective.lambda_borrowed == 2.0 and objective.zero_terms_start == 0.5
+    assert (objective.label_statements, objective.baseline_rationales) == (0.5, 0.25)
+    assert objective.counterfactual_rationales == 0.0  # no exclusive terms: no twins
+    assert (objective.lambda_irm, objective.lambda_probe, objective.irm_on) == (1.0, 0.005, "tokens")
+    twins = LarevVsEmptyConfig(lambda_borrowed=2.0, zero_terms_start=0.5, exclusive_terms="demo")
+    assert twins.objective(larev).counterfactual_rationales == 1.0
+    with pytest.raises(ValueError, match="needs empty_rationales"):
+        LeakageAwareConfig(empty_rationales=False)  # the borrowed term (unset: > 0) pulls toward the empty reading
+    assert LeakageAwareConfig(empty_rationales=False, lambda_borrowed=0.0).lambda_borrowed == 0.0
+
+
+def test_a_core_objective_left_unset_reads_the_zero_terms_preset_of_its_backbone():
+    assert LeakageAwareConfig().lambda_borrowed is None  # unresolved until the backbone is known
+    frozen = LeakageAwareConfig().resolved("minilm-frozen")
+    assert (frozen.lambda_borrowed, frozen.zero_terms_start) == (4.0, 0.75)
+    assert frozen.resolved("embedded") == frozen  # a set value is kept
+    other = LeakageAwareConfig().resolved("embedded")
+    assert (other.lambda_borrowed, other.zero_terms_start) == (2.0, 0.5)
+    kept = LeakageAwareConfig(lambda_borrowed=1.5).resolved("minilm-frozen")
+    assert (kept.lambda_borrowed, kept.zero_terms_start) == (1.5, 0.75)  # only the unset one resolves
 
 
 def test_objective_by_hand_and_probe_bound():
@@ -114,113 +147,6 @@ def test_borrowed_consistency_by_hand_and_its_target_gets_no_gradient():
     # la_objective adds it with its weight: 2.0 + 0 - 0 + 3 * 0.5
     one = [torch.tensor(2.0)]
     assert la_objective(one, [torch.tensor(0.0)], torch.tensor(0.0), 1.0, 1.0, torch.tensor(0.5), 3.0).item() == 3.5
-
-
-def test_definitions_and_the_controls_objectives():
-    """'new_information': zero point 'empty', no-rationale instances and the borrowed term on; 'thesis':
-    phi_base's zero and the thesis's objective for phi_LA and every ablation; erm_envs drops every invariance term
-    (IRM, probe, borrowed) and keeps the no-rationale instances, the zero point's estimator. 'auto' (the default)
-    is new_information for NLI on minilm-frozen and the embedded backbone only, and must be resolved before it
-    means anything."""
-    from larev.methods.leakage_aware.config import resolve_definition
-
-    assert LarevConfig().definition == "auto"
-    for backbone in ("minilm-frozen", "embedded"):
-        assert resolve_definition("auto", "nli", backbone) == "new_information"
-    for task, backbone in (("qa", "minilm-frozen"), ("nli", "minilm"), ("qa", "embedded"), ("nli", "t5-large")):
-        assert resolve_definition("auto", task, backbone) == "thesis"
-    assert resolve_definition("thesis", "nli", "minilm-frozen") == "thesis"  # a given value is kept
-    assert resolve_definition("new_information", "qa", "embedded") == "new_information"
-    with pytest.raises(ValueError, match="resolve it first"):
-        LarevConfig().objective_for(None)
-    with pytest.raises(ValueError, match="resolve it first"):
-        LarevConfig().zero
-    assert LarevConfig().objective_for(None, "new_information") == LarevConfig().objective.resolved()
-    cfg = LarevConfig(definition="new_information")
-    assert cfg.zero == "empty"
-    main = cfg.objective_for(None)
-    assert main.empty_rationales and main.lambda_borrowed == 2.0 and main.label_statements == 0.5
-    assert main.baseline_rationales == 0.25
-    assert main.zero_terms_start == 0.5
-    assert cfg.objective_for(None, backbone="embedded") == main
-    erm = cfg.objective_for("erm_envs")
-    assert erm.weights("nli") == (0.0, 0.0) and erm.lambda_borrowed == 0.0 and erm.empty_rationales
-    assert cfg.objective_for("no_borrowed").lambda_borrowed == 0.0
-    thesis = LarevConfig(definition="thesis")
-    assert thesis.zero == "base"
-    for ablation in (None, "erm_envs", "no_irm"):
-        objective = thesis.objective_for(ablation)
-        assert not objective.empty_rationales and objective.lambda_borrowed == 0.0
-    with pytest.raises(ValueError, match="needs empty_rationales"):
-        LeakageAwareConfig(empty_rationales=False)  # the borrowed term (unset: > 0) pulls toward the empty reading
-    assert LeakageAwareConfig(empty_rationales=False, lambda_borrowed=0.0).lambda_borrowed == 0.0
-
-
-def test_zero_term_settings_left_unset_resolve_per_backbone_and_a_set_value_is_kept():
-    """lambda_borrowed and zero_terms_start unset: 4 and 0.75 on minilm-frozen (stop 49), 2 and 0.5 elsewhere; a
-    value given is kept; the ablations and the thesis's definition still turn the borrowed term off."""
-    cfg = LarevConfig(definition="new_information")
-    frozen = cfg.objective_for(None, backbone="minilm-frozen")
-    assert (frozen.lambda_borrowed, frozen.zero_terms_start) == (4.0, 0.75)
-    for backbone in ("embedded", "minilm", "t5-large", None):
-        other = cfg.objective_for(None, backbone=backbone)
-        assert (other.lambda_borrowed, other.zero_terms_start) == (2.0, 0.5)
-    given = LarevConfig(definition="new_information",
-                        objective=LeakageAwareConfig(lambda_borrowed=1.5, zero_terms_start=0.25))
-    kept = given.objective_for(None, backbone="minilm-frozen")
-    assert (kept.lambda_borrowed, kept.zero_terms_start) == (1.5, 0.25)
-    half = LarevConfig(definition="new_information", objective=LeakageAwareConfig(zero_terms_start=0.5))
-    assert half.objective_for(None, backbone="minilm-frozen").lambda_borrowed == 4.0  # only the unset one resolves
-    assert cfg.objective_for("erm_envs", backbone="minilm-frozen").lambda_borrowed == 0.0
-    assert cfg.objective_for("no_borrowed", backbone="minilm-frozen").lambda_borrowed == 0.0
-    assert LarevConfig(definition="thesis").objective_for(None, backbone="minilm-frozen").lambda_borrowed == 0.0
-    assert LeakageAwareConfig().lambda_borrowed is None  # unresolved until the backbone is known
-    assert LeakageAwareConfig().resolved("minilm-frozen").resolved("embedded").lambda_borrowed == 4.0  # idempotent
-
-
-def test_la_min_steps_unset_is_longer_only_for_new_information_on_the_embedded_backbone():
-    """la_min_steps None: 400 steps, and 1,200 where new_information's phi_LA must learn to read r on the thesis's
-    objective before the zero terms ramp in (the embedded backbone, trained from scratch); a given value is kept,
-    0 included; 'auto' must be resolved first."""
-    from larev.methods.leakage_aware.config import resolve_la_min_steps
-
-    assert LarevConfig().la_min_steps is None
-    assert resolve_la_min_steps(None, "new_information", "embedded") == 1200
-    for definition, backbone in (("thesis", "embedded"), ("new_information", "minilm-frozen"),
-                                 ("thesis", "minilm-frozen"), ("new_information", "t5-large")):
-        assert resolve_la_min_steps(None, definition, backbone) == 400
-    assert resolve_la_min_steps(0, "new_information", "embedded") == 0
-    assert resolve_la_min_steps(50, "thesis", "embedded") == 50
-    with pytest.raises(ValueError, match="resolve it first"):
-        resolve_la_min_steps(None, "auto", "embedded")
-
-
-def test_a_runs_definition_is_resolved_for_its_task_and_backbone_and_read_back_as_recorded():
-    """`larev_definition`: a training run resolves 'auto' with its data's task and its backbone; a finished run
-    reads the definition its run.json recorded (resolved when written), a hand-written 'auto' with the recorded
-    backbone, and none at all (a run made before the definition existed) as the thesis's."""
-    from types import SimpleNamespace
-
-    from tasks.leakage_aware import larev_definition, larev_zero
-
-    def training(definition, task, backbone):
-        params = SimpleNamespace(larev=SimpleNamespace(definition=definition), model=SimpleNamespace(backbone=backbone))
-        return SimpleNamespace(params=params, task=task, saved_params=None)
-
-    def finished(saved, task="nli"):
-        return SimpleNamespace(params=None, task=task, saved_params=saved)
-
-    assert larev_definition(training("auto", "nli", "minilm-frozen")) == "new_information"
-    assert larev_zero(training("auto", "nli", "minilm-frozen")) == "empty"
-    assert larev_definition(training("auto", "qa", "minilm-frozen")) == "thesis"
-    assert larev_zero(training("auto", "nli", "embedded")) == "empty"
-    assert larev_zero(training("auto", "qa", "embedded")) == "base"
-    assert larev_definition(training("new_information", "nli", "embedded")) == "new_information"
-    assert larev_definition(finished({"larev": {"definition": "new_information"}, "model": {"backbone": "embedded"}}))\
-        == "new_information"  # as recorded, whatever 'auto' would mean today
-    assert larev_definition(finished({"larev": {"definition": "auto"}, "model": {"backbone": "minilm-frozen"}})) \
-        == "new_information"
-    assert larev_definition(finished({"larev": {}, "model": {"backbone": "minilm-frozen"}})) == "thesis"
 
 
 def test_la_instances_add_a_no_rationale_and_a_borrowed_row_in_one_environment():

@@ -12,6 +12,9 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
     from larev.reports import diagnose, reading_sentences, separation_table, variant_table
 
     summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
+    signatures = (dict(summary.select("metric", "signature").unique().sort("metric").iter_rows())
+                  if "signature" in summary.columns else {})
+    summary = summary.drop("signature", strict=False)
     with pl.Config(tbl_rows=80, tbl_cols=-1, tbl_hide_dataframe_shape=True, float_precision=3,
                    tbl_hide_column_data_types=True, tbl_width_chars=160):
         variants = variant_table(summary)
@@ -28,6 +31,11 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
         if seps.width > 1:
             print("\nSeparations (gold minus degraded; all positive is what a good metric shows):")
             print(seps)
+    if signatures:
+        print("\nSignatures (what computed each metric's scores; only scores under one signature compare):")
+        width = max(len(m) for m in signatures)
+        for metric, signature in signatures.items():
+            print(f"  {metric:<{width}}  {signature or 'unsigned'}")
     for note in diagnose(summary):
         print(f"\nNote: {note}")
     if steps:

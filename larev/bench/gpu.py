@@ -40,12 +40,13 @@ from larev.data.sources import DataConfig, load_data
 from larev.data.variants import THESIS_VARIANTS, make_variants
 from larev.formats import baseline_input, target_text
 from larev.leakage.attribution import AttributionConfig
-from larev.methods.leakage_aware.config import LarevConfig, resolve_la_min_steps
+from larev.methods.leakage_aware.config import LarevConfig, la_model_for
 from larev.methods.leakage_aware.environments import MASKED, build_environments
-from larev.methods.leakage_aware.instances import environment_frame, la_instances
+from larev.methods.leakage_aware.instances import environment_frame
 from larev.methods.leakage_aware.leakage_spans import find_baseline_spans
 from larev.methods.leakage_aware.objective import probe_from
-from larev.methods.leakage_aware.training import epochs_for_min_steps, train_leakage_aware
+from larev.methods.leakage_aware.fit import fit_phi_la, phi_la_plan
+from larev.presets import resolve_settings
 from larev.methods.rev.inputs import evaluator_inputs
 from larev.metrics.rev import score_rev
 from larev.models.evaluator import Evaluator, load_evaluator, mask_token_of, new_evaluator, save_evaluator
@@ -117,7 +118,7 @@ def run_core(examples: pl.DataFrame, *, device: str, bf16: bool, seed: int = 0, 
     dev = torch.device(device)
     clock = StepClock(dev)
     train_cfg = TrainConfig(epochs=epochs, seed=42 + seed, device=device, bf16=bf16)
-    larev_cfg = LarevConfig()
+    larev_cfg = resolved_larev(train_cfg)
     attribution = AttributionConfig() if ig_steps is None else AttributionConfig(n_steps=ig_steps)
     report: dict = {"accuracy": {}}
 
@@ -155,20 +156,29 @@ def run_core(examples: pl.DataFrame, *, device: str, bf16: bool, seed: int = 0, 
                                              [baseline_input(b) for b in wval[MASKED]], wval, probe_cfg, "probe",
                                              keep_eval=[psi.model.get_encoder()], chance_is_expected=True)
 
-    with clock.step("phi_la"):
+    with clock.step("phi_la"):  # the pipeline's own phi_LA step (tasks/leakage_aware.py calls the same two)
         la_cfg = larev_cfg.la_train.model_copy(update={"device": device, "bf16": bf16, "seed": train_cfg.seed})
-        min_steps = resolve_la_min_steps(larev_cfg.la_min_steps, "thesis", "embedded")  # the thesis's rows only
-        la_cfg = epochs_for_min_steps(la_cfg, wtr.height, min_steps)
-        models["phi_la"] = new_evaluator(ModelConfig(), tokenizer=tokenizer, seed=la_cfg.seed)
-        result = train_leakage_aware(models["phi_la"], psi, la_instances(wtr, env_names), la_instances(wval, env_names),
-                                     label_sets(wval), la_cfg, larev_cfg.objective, task="nli", progress=False,
-                                     env_names=tuple(env_names))
+        objective = larev_cfg.objective_for(None, "nli")
+        plan = phi_la_plan(wide, env_names, la_cfg, objective, min_steps=larev_cfg.la_min_steps,
+                           label_edits=larev_cfg.label_edits, exclusive_terms="none",
+                           mask_token=mask_token_of(psi.tokenizer))
+        models["phi_la"] = new_evaluator(la_model_for(ModelConfig(), larev_cfg.la_dropout), tokenizer=tokenizer,
+                                         seed=la_cfg.seed)
+        result = fit_phi_la(models["phi_la"], psi, plan, objective, progress=False)
         report["accuracy"]["phi_la"] = _la_accuracy(result)
 
     with clock.step("score"):
         scores = score_variants(models, variants, examples, baselines, bf16=bf16)
     report["seconds"] = clock.seconds
     return report, scores, terms.select("id", "term"), models
+
+
+def resolved_larev(train: TrainConfig) -> LarevConfig:
+    """LAREV's settings as a pipeline run on real e-SNLI with the embedded backbone resolves them (larev/presets.py)."""
+    params = {"model": ModelConfig().model_dump(mode="json"), "train": train.model_dump(mode="json"),
+              "larev": LarevConfig().model_dump(mode="json")}
+    filled, _ = resolve_settings(params, backbone="embedded", task="nli", data="real")
+    return LarevConfig.model_validate(filled["larev"])
 
 
 def _la_accuracy(result) -> dict[str, float]:

@@ -39,7 +39,7 @@ from pydantic import BaseModel
 from larev.errors import ConfigError
 from larev.metrics.bootstrap import bootstrap_intervals
 from larev.metrics.scores import CONTROL_PREFIX, VARIANTS, separations, summarise, unread_variants
-from larev.reports import (json_number, markdown_table, reading_sentence, separation_plot,
+from larev.reports import (json_number, markdown_table, signature_lines, reading_sentence, separation_plot,
                            separation_table, summary_lines, with_interval)
 from larev.run_files import TEST_SPLIT_FILE
 
@@ -212,6 +212,7 @@ def quality_markdown(summary: pl.DataFrame, results: dict, *, title: str,
     note = " Brackets: paired bootstrap 95 % intervals over test examples." if ci else ""
     lines = [f"# {title}", "",
              f"{results['n_test']} test examples" + (f", {seconds:.0f} s." if seconds is not None else ".") + note, "",
+             *signature_lines(results.get("signatures", {})),
              "## What each metric says of each rationale variant", "",
              "score: nats for REV, LAREV and RORA, accuracy gain for RQ and LAS; score_vs_empty: minus the same "
              "metric's score with no rationale (its zero point); accuracy of the evaluator that reads the rationale "
@@ -277,6 +278,8 @@ def write_quality_outputs(run_dir: Path, out: Path, *, title: str, seconds: floa
     n_test = scores.filter(pl.col("source") == "gold")["id"].n_unique()
     intervals = bootstrap_intervals(scores, n_boot=n_boot, seed=0) if n_boot > 0 else None
     results = quality_results(summary, n_test=n_test, seconds=seconds, intervals=intervals)
+    if "signature" in scores.columns:  # what computed each metric's figures (larev/signature.py)
+        results["signatures"] = dict(scores.select("metric", "signature").unique().sort("metric").iter_rows())
     if leakage:
         results["leakage"] = leakage
     natural = natural_leakage_results(scores, n_boot=n_boot)

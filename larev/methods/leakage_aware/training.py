@@ -448,3 +448,4 @@ def train_leakage_aware(
                                 "effective_weights": {"lambda_irm": w_irm_max, "lambda_probe": w_probe_max,
                                                       "lambda_borrowed": w_borrowed_max}}
     return result
+

@@ -26,8 +26,11 @@ class RoraConfig(_Config):
                                               description="the rationale-only model and the leaky-word threshold")
     infiller: InfillerConfig = Field(default_factory=InfillerConfig, description="counterfactual infilling")
     objective: LeakageAwareConfig = Field(
-        default_factory=lambda: LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.0, irm_on="label_set"),
-        description="Phi's eq. 8: IRMv1 weight on the label-set scores (no probe term in RORA)")
+        default_factory=lambda: LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.0, irm_on="label_set",
+                                                   empty_rationales=False, lambda_borrowed=0.0,
+                                                   zero_terms_start=0.0),
+        description="Phi's eq. 8: IRMv1 weight on the label-set scores (no probe term and none of LAREV's zero "
+                    "terms in RORA)")
     phi_train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=2, batch_size=16),
                                    description="Phi: batch_size counts examples, each with all its environments")
 
