@@ -14,6 +14,13 @@ For a metric m and two sources A, B scored on the same test instances (ids) by S
                   (scipy.stats.false_discovery_control)
   win_rate        share of instances with d_bar > 0, ties counted 1/2
 
+Before metric m is compared, the signatures of its scores (larev/signature.py: how they were made) are checked
+(`check_signatures`): within one run every compared source must carry the same signature, and across the runs
+read as seeds the signatures may differ only in their `seed` field; anything else is refused (NotComparable,
+naming the metric, the two sources or runs and the fields that differ). A score without a signature (written
+before signatures were kept) beside a signed one is compared unchecked, with a warning. Each compared metric's
+signature is shown with the comparison, several seeds as `seed:0,1`.
+
 Per-instance differences below `ties_below` count as ties (0): the same text scored in another batch moves a
 float32 score by up to about 3e-6 nats (measured on the demo), which a BCa interval over 500 zeros-but-noise would
 otherwise call a difference. A difference is called one only when every interval it has excludes 0 and its
@@ -34,8 +41,11 @@ from pydantic import Field
 from scipy import stats
 
 from larev.config import _Config
+from larev.errors import ConfigError
 from larev.metrics.intervals import mean_interval
 from larev.reports import png_bytes
+from larev.signature import SIGNATURE_COLUMN, SIGNATURE_FIELDS, describe_difference, parse_signature, \
+    signature_difference
 
 ALL_LABELS = "(all)"
 
@@ -44,7 +54,13 @@ COMPARE_SCHEMA = {
     "mean_a": pl.Float64, "mean_b": pl.Float64, "difference": pl.Float64, "ids_low": pl.Float64,
     "ids_high": pl.Float64, "seeds_low": pl.Float64, "seeds_high": pl.Float64, "seed_sd": pl.Float64,
     "win_rate": pl.Float64, "p_value": pl.Float64, "p_adjusted": pl.Float64, "verdict": pl.String,
+    "signature": pl.String,
 }
+
+
+class NotComparable(ConfigError):
+    """Scores of one metric whose signatures say they were not made the same way: comparing them would compare
+    the evaluators or settings, not the rationales."""
 
 
 class CompareConfig(_Config):
@@ -145,7 +161,84 @@ def compare_pair(scores: pl.DataFrame, metric: str, a: str, b: str, config: Comp
             "seeds": int(d.shape[0]), "mean_a": mean_a, "mean_b": mean_b, "difference": estimate,
             "ids_low": ids_low, "ids_high": ids_high, "seeds_low": seeds_low, "seeds_high": seeds_high,
             "seed_sd": seed_sd, "win_rate": win_rate(d_bar), "p_value": p_value, "p_adjusted": p_value,
-            "verdict": verdict(estimate, intervals, a, b, p_value, 1 - config.level)}
+            "verdict": verdict(estimate, intervals, a, b, p_value, 1 - config.level), "signature": None}
+
+
+def seeds_signature(signatures: list[str]) -> str:
+    """One signature for several runs' signatures that differ at most in `seed`: the first one with its seed field
+    listing every seed (`seed:0,1`)."""
+    fields = [parse_signature(s) for s in signatures]
+    seeds = sorted({f["seed"] for f in fields}, key=_seed_order)
+    shown = {**fields[0], "seed": ",".join(seeds)}
+    return "|".join(f"{k}:{shown[k]}" for k in SIGNATURE_FIELDS)
+
+
+def _seed_order(seed: str) -> tuple:
+    """Seeds in numeric order ("2" before "10"), any that is not an integer after them."""
+    return (0, int(seed), "") if seed.lstrip("-").isdigit() else (1, 0, seed)
+
+
+def _run_name(runs: list[str] | None, seed: int) -> str:
+    return runs[seed] if runs is not None and 0 <= seed < len(runs) else f"run {seed}"
+
+
+def check_signatures(scores: pl.DataFrame, sources: list[str], metrics: list[str],
+                     runs: list[str] | None = None) -> tuple[dict[str, str | None], list[str]]:
+    """({metric: the signature shown for it, None when no score of it is signed}, warnings: at most one line) for
+    the `sources` under `metrics`; raises NotComparable (module docstring) when two scores must not be compared.
+    `scores`: seed, source, metric[, signature] (a null or missing signature: unsigned); `runs`: the run of each
+    seed, as the messages name them (default "run 0", "run 1", ...)."""
+    if SIGNATURE_COLUMN not in scores.columns:
+        scores = scores.with_columns(pl.lit(None, pl.String).alias(SIGNATURE_COLUMN))
+    shown: dict[str, str | None] = {}
+    unsigned: dict[tuple[str, str], list[str]] = {}  # (source, run) -> the metrics it has no signature for
+    for metric in metrics:
+        held = (scores.filter((pl.col("metric") == metric) & pl.col("source").is_in(sources))
+                .group_by("seed", "source").agg(pl.col(SIGNATURE_COLUMN).drop_nulls().unique().sort()))
+        found = {(r["seed"], r["source"]): r[SIGNATURE_COLUMN] for r in held.iter_rows(named=True)}
+        per_run: dict[int, tuple[str, str]] = {}  # seed -> (the first signed source, its signature)
+        missing: list[tuple[str, str]] = []
+        for seed in sorted({seed for seed, _ in found}):
+            run = _run_name(runs, seed)
+            for source in [s for s in sources if (seed, s) in found]:
+                signatures = found[(seed, source)]
+                for signature in signatures:
+                    try:
+                        parse_signature(signature)
+                    except ValueError as exc:
+                        raise NotComparable(f"{metric}: {source} in {run}: {exc}") from None
+                if len(signatures) > 1:
+                    raise NotComparable(f"{metric}: {source} in {run} carries {len(signatures)} signatures "
+                                        f"({'; '.join(signatures)}): its scores were not made in one way")
+                if not signatures:
+                    missing.append((source, run))
+                elif seed not in per_run:
+                    per_run[seed] = (source, signatures[0])
+                elif signatures[0] != per_run[seed][1]:
+                    first, signature = per_run[seed]
+                    raise NotComparable(
+                        f"{metric}: {first} and {source} in {run} were not scored the same way, "
+                        f"{describe_difference(signature, signatures[0], first, source)}; compare sources scored "
+                        "by one run's evaluators with one run's settings")
+        seeds = sorted(per_run)
+        for seed in seeds[1:]:
+            base, other = per_run[seeds[0]][1], per_run[seed][1]
+            if [f for f in signature_difference(base, other) if f != "seed"]:
+                first_run, run = _run_name(runs, seeds[0]), _run_name(runs, seed)
+                raise NotComparable(
+                    f"{metric}: runs {first_run} and {run} are not seeds of one protocol (only the seed may "
+                    f"differ): {describe_difference(base, other, first_run, run)}")
+        shown[metric] = seeds_signature([per_run[s][1] for s in seeds]) if per_run else None
+        if per_run:
+            for key in missing:
+                unsigned.setdefault(key, []).append(metric)
+    warnings = []
+    if unsigned:
+        which = "; ".join(f"{source} in {run} ({', '.join(metrics_of)})" for (source, run), metrics_of
+                          in unsigned.items())
+        warnings.append(f"compared without a signature check: {which} carry no signature (scored before signatures "
+                        "were kept) beside signed scores; their evaluators and settings may differ")
+    return shown, warnings
 
 
 def comparable_metrics(scores: pl.DataFrame) -> tuple[list[str], list[str]]:
@@ -157,26 +250,35 @@ def comparable_metrics(scores: pl.DataFrame) -> tuple[list[str], list[str]]:
     return mean, [m for m in kinds["metric"].to_list() if m not in mean]
 
 
+def compared_metrics(scores: pl.DataFrame, metrics: list[str] | None = None) -> list[str]:
+    """The metrics a comparison covers: those whose score is a mean over instances, among `metrics` if given."""
+    comparable, _ = comparable_metrics(scores)
+    return [m for m in comparable if metrics is None or m in metrics]
+
+
 def compare_sources(scores: pl.DataFrame, sources: list[str], config: CompareConfig | None = None,
-                    metrics: list[str] | None = None) -> pl.DataFrame:
+                    metrics: list[str] | None = None, *,
+                    signatures: dict[str, str | None] | None = None) -> pl.DataFrame:
     """Every pair of `sources` (in the given order: A is the earlier one) under every comparable metric, on all
     instances and (config.by_label) within each gold label. `scores`: id, source, metric, score, seed, label,
-    aggregate (one row per seed, metric, source and id)."""
+    aggregate (one row per seed, metric, source and id). `signatures`: each metric's signature as
+    `check_signatures` gives it, shown in every row of the metric (the check itself is the caller's)."""
     config = config or CompareConfig()
     missing = [s for s in sources if s not in set(scores["source"].unique().to_list())]
     if missing:
         raise ValueError(f"no scores for source(s) {missing}")
     if len(sources) < 2:
         raise ValueError("compare needs at least two sources")
-    comparable, _ = comparable_metrics(scores)
-    chosen = [m for m in comparable if metrics is None or m in metrics]
+    chosen = compared_metrics(scores, metrics)
+    signatures = signatures or {}
     labels = sorted(scores["label"].drop_nulls().unique().to_list()) if config.by_label and "label" in \
         scores.columns else []
     rows = []
     for metric in chosen:
         for a, b in itertools.combinations(sources, 2):
-            rows.append(compare_pair(scores, metric, a, b, config))
-            rows.extend(compare_pair(scores, metric, a, b, config, label) for label in labels)
+            pair = [compare_pair(scores, metric, a, b, config)]
+            pair += [compare_pair(scores, metric, a, b, config, label) for label in labels]
+            rows += [{**r, "signature": signatures.get(metric)} for r in pair]
     table = pl.DataFrame(rows, schema=COMPARE_SCHEMA)
     return adjust_p_values(table, 1 - config.level) if len(sources) > 2 else table
 
@@ -199,9 +301,9 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 
 def compare_markdown(table: pl.DataFrame, sources: list[str], *, skipped: list[str], seeds: int,
-                     config: CompareConfig) -> str:
-    """compare.md: one table per metric (all instances), then the per-label breakdown, with the notes a reader
-    needs to read the intervals."""
+                     config: CompareConfig, warnings: list[str] = ()) -> str:
+    """compare.md: one table per metric (all instances) under its signature, then the per-label breakdown, with
+    the notes a reader needs to read the intervals (and `warnings`, e.g. scores compared without a signature)."""
     level = f"{config.level:.0%}"
     lines = [f"# larev compare: {', '.join(sources)}", "",
              f"Paired by instance id; {level} intervals. ids: BCa bootstrap over instances ({config.n_boot} "
@@ -217,10 +319,13 @@ def compare_markdown(table: pl.DataFrame, sources: list[str], *, skipped: list[s
                   "verdict needs it below the level's alpha; the intervals themselves are not adjusted.", ""]
     if skipped:
         lines += [f"Not compared: {', '.join(skipped)} (the score is not a mean over instances).", ""]
+    lines += [f"**Warning:** {w}." for w in warnings] + ([""] if warnings else [])
     overall = table.filter(pl.col("label") == ALL_LABELS)
     header = "| A | B | mean A | mean B | A - B | ids interval | seeds interval | win rate A | p | verdict |"
     for metric in overall["metric"].unique(maintain_order=True).to_list():
-        lines += [f"## {metric}", "", header, "| --- " * 10 + "|"]
+        signature = overall.filter(pl.col("metric") == metric)["signature"][0]
+        shown = f"`{signature}`" if signature else "none (scored before signatures were kept)"
+        lines += [f"## {metric}", "", f"Signature: {shown}", "", header, "| --- " * 10 + "|"]
         for r in overall.filter(pl.col("metric") == metric).iter_rows(named=True):
             seeds_cell = f"[{_fmt(r['seeds_low'])}, {_fmt(r['seeds_high'])}]" if r["seeds"] >= 2 else "-"
             lines.append(f"| {r['a']} | {r['b']} | {_fmt(r['mean_a'])} | {_fmt(r['mean_b'])} | "

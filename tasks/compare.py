@@ -6,9 +6,11 @@ A source is named in one of three ways (`source_scores`), as the run's leaderboa
   NAME            every source of an earlier `larev score --name NAME` (RUN/NAME/scores.parquet); one source keeps
                   the name NAME, several become NAME:SOURCE
   NAME:SOURCE     one source of such an output
-The flow's parameters (CompareParams) and how a compared file is named live here too, so the CLI checks them
-before any flow starts. The math is larev/compare.py; nothing here is cached (a comparison is cheap and must see
-the files as they are).
+Every source's scores carry their signature (null for a table written before signatures were kept);
+`check_comparable` refuses sources whose signatures say they were not made the same way
+(larev.compare.check_signatures) before anything is compared. The flow's parameters (CompareParams) and how a
+compared file is named live here too, so the CLI checks them before any flow starts. The math is
+larev/compare.py; nothing here is cached (a comparison is cheap and must see the files as they are).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from pydantic import BaseModel, ConfigDict, Field
 
-from larev.compare import ALL_LABELS, CompareConfig, compare_markdown, compare_plot, compare_sources, \
-    comparable_metrics
+from larev.compare import ALL_LABELS, CompareConfig, check_signatures, compare_markdown, compare_plot, \
+    compare_sources, comparable_metrics, compared_metrics
 from larev.config import Device
 from larev.data.files import SUFFIXES
 from larev.data.variants import VARIANTS
@@ -34,15 +36,20 @@ from larev.errors import ConfigError
 from larev.leaderboard import entry_name
 from larev.metrics.scores import with_aggregate_kind
 from larev.run_files import RUN_FILE, TEST_SPLIT_FILE
+from larev.signature import SIGNATURE_COLUMN
 from tasks.reports import artifact_key, ui_rows
 
-SCORE_COLUMNS = ["id", "source", "metric", "score", "label", "aggregate"]
+SCORE_COLUMNS = ["id", "source", "metric", "score", "label", "aggregate", SIGNATURE_COLUMN]
 SCORES_FILE = "scores.parquet"
 
 
 def _read_scores(path: Path) -> pl.DataFrame:
-    """The columns a comparison reads; a table written before `aggregate` existed gets it as summaries do."""
-    return with_aggregate_kind(pl.scan_parquet(path)).select(SCORE_COLUMNS).collect()
+    """The columns a comparison reads; a table written before `aggregate` existed gets it as summaries do, one
+    written before signatures were kept a null signature."""
+    scores = with_aggregate_kind(pl.scan_parquet(path))
+    if SIGNATURE_COLUMN not in scores.collect_schema().names():
+        scores = scores.with_columns(pl.lit(None, pl.String).alias(SIGNATURE_COLUMN))
+    return scores.select(SCORE_COLUMNS).collect()
 
 
 def gold_labels(run_dir: Path) -> pl.DataFrame:
@@ -80,7 +87,15 @@ def source_scores(run_dir: str | Path, ref: str) -> pl.DataFrame:
 
 
 def gather_scores(run_dirs: list[str], refs: list[str]) -> tuple[pl.DataFrame, list[str]]:
-    """Every ref's scores from every run (seed = the run's position), and the compared names in order."""
+    """Every ref's scores from every run (seed = the run's position), and the compared names in order (at least
+    two)."""
+    scores, names = _gather(run_dirs, refs)
+    if len(set(names)) < 2:
+        raise ConfigError(f"{refs} name fewer than two distinct sources: nothing to compare")
+    return scores, names
+
+
+def _gather(run_dirs: list[str], refs: list[str]) -> tuple[pl.DataFrame, list[str]]:
     parts, names = [], []
     for seed, run_dir in enumerate(run_dirs):
         labels = gold_labels(Path(run_dir))
@@ -90,10 +105,16 @@ def gather_scores(run_dirs: list[str], refs: list[str]) -> tuple[pl.DataFrame, l
             parts.append(frame)
             if seed == 0:
                 names += [s for s in frame["source"].unique(maintain_order=True).to_list() if s not in names]
-    scores = pl.concat(parts, how="vertical_relaxed")
-    if len(set(names)) < 2:
-        raise ConfigError(f"{refs} name fewer than two distinct sources: nothing to compare")
-    return scores, names
+    return pl.concat(parts, how="vertical_relaxed"), names
+
+
+def check_comparable(run_dirs: list[str], refs: list[str],
+                     metrics: list[str] | None) -> tuple[dict[str, str | None], list[str]]:
+    """({metric: its signature}, warnings) of comparing `refs` across `run_dirs` under the compared metrics;
+    raises larev.compare.NotComparable (a ConfigError) naming the metric, the two sources or runs and the fields
+    that differ when their signatures say the scores were made differently."""
+    scores, names = _gather(run_dirs, refs)
+    return check_signatures(scores, names, compared_metrics(scores, metrics), run_dirs)
 
 
 class CompareParams(BaseModel):
@@ -145,20 +166,24 @@ def _scored_from_elsewhere(output: Path, path: str) -> bool:
 def compare_and_write(run_dirs: list[str], refs: list[str], out: str, config: CompareConfig,
                       metrics: list[str] | None, name: str) -> dict:
     """compare.json, compare.md and compare.png under `out`; the Markdown and the overall table as Prefect
-    artifacts. Returns the paths and each overall verdict."""
+    artifacts, each metric with its signature. Returns the paths, each overall verdict, the signatures and the
+    warnings. Refuses (NotComparable) sources whose signatures differ."""
     scores, names = gather_scores(run_dirs, refs)
-    table = compare_sources(scores, names, config, metrics)
+    signatures, warnings = check_signatures(scores, names, compared_metrics(scores, metrics), run_dirs)
+    table = compare_sources(scores, names, config, metrics, signatures=signatures)
     if table.height == 0:
         raise ConfigError(f"no metric to compare: the runs score {scores['metric'].unique().to_list()} and "
                           f"--metrics asked for {metrics}")
     _, skipped = comparable_metrics(scores)
-    markdown = compare_markdown(table, names, skipped=skipped, seeds=len(run_dirs), config=config)
+    markdown = compare_markdown(table, names, skipped=skipped, seeds=len(run_dirs), config=config,
+                                warnings=warnings)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
             for row in table.to_dicts()]  # NaN is not JSON
     record = {"runs": run_dirs, "sources": names, "config": config.model_dump(), "skipped_metrics": skipped,
-              "rows": rows}
+              "signatures": {m: signatures.get(m) for m in table["metric"].unique(maintain_order=True)},
+              "warnings": warnings, "rows": rows}
     (out_dir / "compare.json").write_text(json.dumps(record, indent=2, allow_nan=False) + "\n")
     (out_dir / "compare.md").write_text(markdown)
     (out_dir / "compare.png").write_bytes(compare_plot(table))
@@ -167,4 +192,5 @@ def compare_and_write(run_dirs: list[str], refs: list[str], out: str, config: Co
     overall = table.filter(pl.col("label") == ALL_LABELS).drop("label", "seeds_low", "seeds_high")
     create_table_artifact(key=f"{key}-table", table=ui_rows(overall), description="paired differences per metric")
     return {"out": str(out_dir), "verdicts": [f"{r['metric']}: {r['verdict']} ({r['difference']:+.3f})"
-                                              for r in overall.iter_rows(named=True)]}
+                                              for r in overall.iter_rows(named=True)],
+            "signatures": record["signatures"], "warnings": warnings}

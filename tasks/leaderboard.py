@@ -2,9 +2,10 @@
 
 Every scoring writes its rows as a Parquet file of its own under `leaderboard/<run>/rows/` (one atomic put each:
 a local rename or one S3 object), so two scorings that race both land; the board is the union of those files and
-the run's reference rows, read fresh each time. RUN/leaderboard.parquet and RUN/leaderboard.md are snapshots of it
-for people, rebuilt after each scoring until no row file arrived meanwhile. The ranking and the words are
-larev/leaderboard.py.
+the run's reference rows, read fresh each time. Each row carries its per-id scores, so the ranking puts every
+entry on the ids the ranked entries share from the row files alone (no other artifact has to outlive the scoring).
+RUN/leaderboard.parquet and RUN/leaderboard.md are snapshots of the ranked board for people, rebuilt after each
+scoring until no row file arrived meanwhile. The ranking and the words are larev/leaderboard.py.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from larev.leaderboard import LEADERBOARD_SCHEMA, REFERENCE, entries, leaderboard_markdown, moves, ranked
+from larev.leaderboard import MIN_SHARE, REFERENCE, entries, leaderboard_markdown, moves, ranked, with_schema
 from larev.run_files import RUN_FILE
 from storage import ArtifactStore
 from storage.store import _write_local_atomically
 from tasks.reports import artifact_key, ui_rows
 
 SNAPSHOT = "leaderboard.parquet"
+REFERENCE_FILE = "reference-per-id.parquet"  # the reference rows with their per-id scores
 
 
 def now() -> str:
@@ -39,8 +41,9 @@ def board_prefix(run: dict) -> str:
 
 
 def reference_rows(store: ArtifactStore, run: dict, run_dir: str | Path) -> pl.DataFrame:
-    """The run's own variants as reference rows, computed once and kept beside the scored rows."""
-    key = f"{board_prefix(run)}/reference.parquet"
+    """The run's own variants as reference rows (with their per-id scores), computed once and kept beside the
+    scored rows."""
+    key = f"{board_prefix(run)}/{REFERENCE_FILE}"
     if store.exists(key):
         return store.read_parquet(key)
     scored_at = datetime.fromtimestamp((Path(run_dir) / RUN_FILE).stat().st_mtime, timezone.utc)
@@ -60,7 +63,7 @@ def read_board(store: ArtifactStore, run: dict, run_dir: str | Path) -> tuple[pl
     """(every row ever recorded, the row files read)."""
     keys = row_keys(store, run)
     parts = [reference_rows(store, run, run_dir), *(store.read_parquet(k) for k in keys)]
-    return pl.concat([p.select(list(LEADERBOARD_SCHEMA)) for p in parts], how="vertical_relaxed"), keys
+    return pl.concat([with_schema(p) for p in parts]), keys
 
 
 def record(store: ArtifactStore, run: dict, rows: pl.DataFrame) -> str:
@@ -71,13 +74,15 @@ def record(store: ArtifactStore, run: dict, rows: pl.DataFrame) -> str:
     return key
 
 
-def write_snapshot(store: ArtifactStore, run: dict, run_dir: str | Path) -> pl.DataFrame:
+def write_snapshot(store: ArtifactStore, run: dict, run_dir: str | Path, *,
+                   min_share: float = MIN_SHARE) -> pl.DataFrame:
     """RUN/leaderboard.parquet and .md from every row file, rebuilt until the listing is unchanged after the
-    write (a scoring that lands meanwhile is then in the snapshot, or rebuilds it itself); the ranked board."""
+    write (a scoring that lands meanwhile is then in the snapshot, or rebuilds it itself); the ranked board
+    (`min_share`: the share of gold's ids an entry needs to be ranked)."""
     run_dir = Path(run_dir)
     while True:
         board, keys = read_board(store, run, run_dir)
-        table = ranked(board)
+        table = ranked(board, min_share=min_share)
         markdown = leaderboard_markdown(table, f"larev leaderboard: {run['params']['run_name']}").encode()
         _write_local_atomically(str(run_dir / SNAPSHOT), table.write_parquet)
         _write_local_atomically(str(run_dir / "leaderboard.md"), lambda f: f.write(markdown))
@@ -100,7 +105,8 @@ def update_leaderboard(store: ArtifactStore, run: dict, run_dir: str | Path, row
 def publish_leaderboard(run: dict, board: pl.DataFrame, lines: list[str]) -> None:
     """The run's leaderboard as a Prefect table artifact (one key per run: the UI keeps its history)."""
     key = artifact_key(f"{run['params']['run_name']}-leaderboard")
-    shown = board.select("metric", "rank", "of", "entry", "origin", "score", "ci_low", "ci_high", "n", "scored_at")
+    shown = board.select("metric", "rank", "of", "entry", "origin", "score", "ci_low", "ci_high", "n", "on_shared",
+                         pl.col("apart").fill_null("ranked").alias("listed"), "signature", "scored_at")
     summary = "; ".join(lines[:6]) or "no change"
     create_table_artifact(key=key, table=ui_rows(shown),
                           description=f"every source scored with run {run['params']['run_name']}: {summary}")

@@ -6,8 +6,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from larev.compare import (ALL_LABELS, COMPARE_SCHEMA, CompareConfig, adjust_p_values, compare_markdown,
-                           compare_plot, compare_sources, seeds_interval, verdict, win_rate)
+from larev.compare import (ALL_LABELS, COMPARE_SCHEMA, CompareConfig, NotComparable, adjust_p_values,
+                           check_signatures, compare_markdown, compare_plot, compare_sources, seeds_interval,
+                           seeds_signature, verdict, win_rate)
+from larev.signature import make_signature
 
 
 def frame(rows: list[tuple]) -> pl.DataFrame:
@@ -131,3 +133,69 @@ def test_three_sources_get_adjusted_p_values_and_las_is_not_compared():
 def test_unknown_source_is_named():
     with pytest.raises(ValueError, match="'Z'"):
         compare_sources(frame(two_sources(np.zeros(3), np.zeros(3))), ["A", "Z"])
+
+
+def signature(settings: dict | None = None, seed: int = 0, backbone: str = "embedded") -> str:
+    return make_signature("larev", "v1", backbone, None, settings or {"lr": 1e-3}, seed, "0.1.0")
+
+
+def signed(rows: list[tuple], signatures: dict[tuple[int, str], str | None]) -> pl.DataFrame:
+    """frame(rows) with each (seed, source)'s signature."""
+    df = frame(rows)
+    keys = pl.DataFrame([(seed, source, sig) for (seed, source), sig in signatures.items()],
+                        schema={"seed": pl.Int64, "source": pl.String, "signature": pl.String}, orient="row")
+    return df.join(keys, on=["seed", "source"], how="left")
+
+
+def test_two_sources_whose_signatures_differ_in_settings_are_refused_naming_the_field():
+    rows = two_sources(np.zeros(5), np.ones(5))
+    a, b = signature({"lr": 1e-3}), signature({"lr": 1e-4})
+    scores = signed(rows, {(0, "A"): a, (0, "B"): b})
+    with pytest.raises(NotComparable) as refused:
+        check_signatures(scores, ["A", "B"], ["larev"], runs=["runs/demo"])
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("larev: A and B in runs/demo were not scored the same way")
+    settings_a, settings_b = a.split("|")[2].split(":")[1], b.split("|")[2].split(":")[1]
+    assert f"signatures differ in settings (A {settings_a}, B {settings_b})" in message
+    assert "seed" not in message.split(";")[0]  # only the field that differs
+    # a metric not compared is not checked
+    assert check_signatures(scores, ["A", "B"], [], runs=["runs/demo"]) == ({}, [])
+
+
+def test_runs_read_as_seeds_may_differ_in_their_seed_only():
+    rows = two_sources(np.zeros(5), np.ones(5), seed=0) + two_sources(np.zeros(5), np.ones(5), seed=1)
+    s0, s1 = signature(seed=0), signature(seed=1)
+    scores = signed(rows, {(0, "A"): s0, (0, "B"): s0, (1, "A"): s1, (1, "B"): s1})
+    shown, warnings = check_signatures(scores, ["A", "B"], ["larev"], runs=["r0", "r1"])
+    assert warnings == [] and shown == {"larev": s0.replace("|seed:0|", "|seed:0,1|")}
+    table = compare_sources(scores, ["A", "B"], CompareConfig(by_label=False), signatures=shown)
+    assert table["signature"].to_list() == [shown["larev"]]
+    text = compare_markdown(table, ["A", "B"], skipped=[], seeds=2, config=CompareConfig())
+    assert f"Signature: `{shown['larev']}`" in text
+    # another backbone in the second run: not a seed of the same protocol
+    other = signature(seed=1, backbone="minilm")
+    scores = signed(rows, {(0, "A"): s0, (0, "B"): s0, (1, "A"): other, (1, "B"): other})
+    with pytest.raises(NotComparable, match=r"^larev: runs r0 and r1 are not seeds of one protocol .*backbone "
+                                            r"\(r0 embedded, r1 minilm\), seed \(r0 0, r1 1\)"):
+        check_signatures(scores, ["A", "B"], ["larev"], runs=["r0", "r1"])
+
+
+def test_seeds_signature_lists_the_seeds_in_numeric_order():
+    assert seeds_signature([signature(seed=10), signature(seed=2), signature(seed=2)]) == \
+        signature(seed=2).replace("|seed:2|", "|seed:2,10|")
+
+
+def test_an_unsigned_source_beside_a_signed_one_is_compared_with_one_warning():
+    rows = two_sources(np.zeros(5), np.ones(5)) + two_sources(np.zeros(5), np.ones(5), metric="rev")
+    scores = signed(rows, {(0, "A"): signature(), (0, "B"): None})
+    shown, warnings = check_signatures(scores, ["A", "B"], ["larev", "rev"], runs=["runs/demo"])
+    assert shown == {"larev": signature(), "rev": signature()}
+    assert len(warnings) == 1 and "B in runs/demo (larev, rev) carry no signature" in warnings[0]
+    text = compare_markdown(compare_sources(scores, ["A", "B"], CompareConfig(by_label=False), signatures=shown),
+                            ["A", "B"], skipped=[], seeds=1, config=CompareConfig(), warnings=warnings)
+    assert "**Warning:** compared without a signature check" in text
+    # nothing signed at all (tables written before signatures): no warning, no signature shown
+    shown, warnings = check_signatures(frame(rows), ["A", "B"], ["larev"])
+    assert shown == {"larev": None} and warnings == []
+    table = compare_sources(frame(rows), ["A", "B"], CompareConfig(by_label=False), signatures=shown)
+    assert "Signature: none" in compare_markdown(table, ["A", "B"], skipped=[], seeds=1, config=CompareConfig())

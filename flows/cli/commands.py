@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -52,6 +53,8 @@ def compare(args) -> int:
 
     _wait_for_api(args)
     result = compare_rationale_sources(args.compare_params)  # built and checked by preflight.check_inputs
+    for line in result.get("warnings", []):  # e.g. a score without a signature compared unchecked
+        print(f"warning: {line}", file=sys.stderr)
     out = Path(result["out"])
     print((out / "compare.md").read_text())
     print(f"compare.json, compare.md and compare.png in {out}")
@@ -68,7 +71,7 @@ def leaderboard(args) -> int:
     from tasks.leaderboard import write_snapshot
 
     run = read_run(args.run)
-    board = write_snapshot(ArtifactStore(run["artifact_root"]), run, args.run)
+    board = write_snapshot(ArtifactStore(run["artifact_root"]), run, args.run, min_share=args.min_share)
     if args.metric is not None:
         if args.metric not in set(board["metric"]):
             raise ConfigError(f"the leaderboard of {args.run} has no metric {args.metric!r}; it has "

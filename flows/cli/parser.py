@@ -192,6 +192,17 @@ def _at_least(minimum: int):
     return check
 
 
+def _share(text: str) -> float:
+    """An argparse type: a share between 0 and 1 (`larev leaderboard --min-share`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     import flows.cli.commands as cmd
 
@@ -359,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                "metric; rewrites RUN/leaderboard.parquet and .md")
     board.add_argument("run", help="the run directory")
     board.add_argument("--metric", default=None, help="print only this metric's table")
+    board.add_argument("--min-share", type=_share, default=0.5,  # larev.leaderboard.MIN_SHARE
+                       help="the share of gold's ids an entry must be scored on to be ranked; one scored on fewer is "
+                            "listed apart (default: %(default)s)")
     board.set_defaults(func=cmd.leaderboard)
 
     pack = sub.add_parser("pack", help="write a finished run's trained evaluators, tokenizer, configs and run.json "

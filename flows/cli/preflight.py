@@ -27,7 +27,7 @@ def check_inputs(args: argparse.Namespace) -> None:
         human_inputs(args.run, args.annotations)
     elif args.command == "compare":
         args.compare_params = compare_params(args)
-        compare_inputs(args.compare_params.runs, args.compare_params.sources)
+        compare_inputs(args.compare_params.runs, args.compare_params.sources, args.compare_params.metrics)
 
 
 def flow_input_check(check, *args):
@@ -109,10 +109,11 @@ def compare_params(args: argparse.Namespace):
                                                                    by_label=args.by_label))
 
 
-def compare_inputs(runs: list[str], sources: list[str]) -> None:
+def compare_inputs(runs: list[str], sources: list[str], metrics: list[str] | None = None) -> None:
     """`larev compare`: every run directory; each rationale file against each run's test split; every other
-    source named in each run (a source of the run or an earlier `larev score` output)."""
-    from tasks.compare import is_rationale_file, source_scores
+    source named in each run (a source of the run or an earlier `larev score` output), and their signatures
+    (larev.compare.NotComparable: a file's are checked once the flow has scored it)."""
+    from tasks.compare import check_comparable, is_rationale_file, source_scores
     from tasks.data import check_rationale_file
 
     for run_dir in runs:
@@ -122,3 +123,6 @@ def compare_inputs(runs: list[str], sources: list[str]) -> None:
                 check_rationale_file(store, examples, ref, None, shard_rows=0)
             else:
                 source_scores(run_dir, ref)
+    scored = [ref for ref in sources if not is_rationale_file(ref)]
+    if scored:
+        check_comparable(runs, scored, metrics)
