@@ -107,7 +107,7 @@ def train_phi_la(store: ArtifactStore, name: str, examples: ArtifactRef, environ
     objective has them): a fresh model, or a copy of the evaluator `start_from` (REV's phi); at least `min_steps`
     optimizer steps; `label_edits` edits the label's own text in the environments too; `exclusive_terms` names the
     terms the objective's counterfactual rationales swap ('none': no counterfactuals). Every setting arrives
-    resolved (larev/presets.py); the training itself is `larev.methods.leakage_aware.training.fit_phi_la`."""
+    resolved (larev/presets.py); the training itself is larev/methods/leakage_aware/fit.py."""
     from larev.methods.leakage_aware.fit import fit_phi_la, phi_la_plan
     from larev.models.evaluator import load_evaluator, mask_token_of
 
@@ -173,6 +173,19 @@ def train_la(run: Run, models: dict[str, ArtifactRef], name: str, envs: Artifact
     return run.steps.run(train_phi_la, name, run.examples, envs, probe, run.tokenizer, model, cfg.la_train, objective,
                          step_label=f"train-{name}", start_from=models["phi"] if from_phi else None,
                          min_steps=min_steps, label_edits=cfg.label_edits, exclusive_terms=exclusive_terms)
+
+
+@larev_task("report-larev_vs_empty")
+def write_larev_vs_empty_report(store: ArtifactStore, phi_la: ArtifactRef) -> ArtifactRef:
+    """larev_vs_empty's section of report.md (larev/methods/leakage_aware/report.py): its definition, zero terms
+    and phi_LA's epochs."""
+    import json
+
+    from larev.methods.leakage_aware.report import larev_vs_empty_diagnostics
+    from larev.models.evaluator import LAREV_CONFIG_FILE
+
+    meta = json.loads((store.get_dir(phi_la.key) / LAREV_CONFIG_FILE).read_text())["meta"]
+    return put_bytes(store, "report_section.md", larev_vs_empty_diagnostics(meta).encode(), kind="text")
 
 
 class LeakageAware(Metric):
@@ -272,6 +285,9 @@ class LarevVsEmpty(Metric):
         phi_la = train_la(run, models, self.name, envs, probe, own.objective(run.params.larev), own.la_min_steps,
                           exclusive_terms=own.exclusive_terms)
         return Trained(models={self.name: phi_la})
+
+    def report_section(self, run: Run, trained: Trained) -> ArtifactRef:
+        return run.steps.run(write_larev_vs_empty_report, trained.models[self.name])
 
     def trained(self, models: dict[str, ArtifactRef]) -> bool:
         return self.name in models and "phi_base" in models

@@ -86,6 +86,7 @@ def make_pack(run_dir: str | Path, out: str | Path) -> dict:
         params = run["params"]
         header = {"format": PACK_FORMAT, "run_name": params.get("run_name"), "task": _task(run),
                   "backbone": params.get("model", {}).get("backbone"),
+                  "signatures": run.get("signatures", {}),  # what computed each metric's scores (larev/signature.py)
                   "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   "files": files, "digest": files_digest(files)}
         (staging / PACK_FILE).write_text(json.dumps(header, indent=1) + "\n")

@@ -71,3 +71,33 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
     _, agreement = compare(tmp_path / "run", [tmp_path / "run"], [tmp_path / "fixed"])
     fixed = agreement["runs"][0]["fixed"]
     assert fixed["rows"] == 40 * 4 * 2 and fixed["max_abs"] == 0.0 and fixed["same_term"] == 1.0
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_gpu_check_and_a_larev_run_of_the_same_slice_and_seed_give_the_same_scores(tmp_path):
+    """The GPU check runs the pipeline's own steps (larev.bench.gpu.run_core: the same core functions, LAREV's
+    settings resolved from the same presets): on the CPU its REV and LAREV scores equal a `larev run` of the same
+    e-SNLI slice and seed to 1e-6 nats."""
+    from flows.pipeline import PipelineParams, larev_pipeline
+    from larev.bench.gpu import esnli_slice, run_core
+    from larev.config import TrainConfig
+    from larev.data.sources import DataConfig
+    from larev.data.variants import THESIS_VARIANTS
+    from larev.leakage.attribution import AttributionConfig
+    from larev.methods.leakage_aware.config import LarevConfig
+    from larev.methods.rora.config import RoraConfig
+
+    train_rows, test_rows = ":120", "8000:8020"
+    _, core, _, _ = run_core(esnli_slice(str(ESNLI), train_rows, test_rows), device="cpu", bf16=False, seed=0,
+                             epochs=1, ig_steps=4)
+    params = PipelineParams(
+        run_name="gpu-check", artifact_root=str(tmp_path / "store"), run_dir=str(tmp_path / "runs"),
+        data=DataConfig(source="files", task="nli", train=str(ESNLI), test=str(ESNLI), train_rows=train_rows,
+                        test_rows=test_rows),
+        train=TrainConfig(epochs=1), larev=LarevConfig(attribution=AttributionConfig(n_steps=4)),
+        rora=RoraConfig(enabled=False), variants=list(THESIS_VARIANTS), progress=False)
+    run = pl.read_parquet(Path(larev_pipeline(params)["run_dir"]) / "scores.parquet")
+    joined = core.join(run.select("id", "source", "metric", run_score=pl.col("score")),
+                       on=["id", "source", "metric"], how="left")
+    assert core.height == 20 * len(THESIS_VARIANTS) * 2 and joined["run_score"].null_count() == 0
+    assert (joined["score"] - joined["run_score"]).abs().max() < 1e-6

@@ -204,9 +204,12 @@ def test_the_no_rationale_reference_metric_runs_only_when_asked_under_its_own_na
     root, _ = first_run
     first = larev_pipeline(tiny_params(root))  # from cache: run.json as the default writes it
     assert "larev_vs_empty" not in run_json(first)["signatures"]
-    result = larev_pipeline(tiny_params(root, larev_vs_empty=LarevVsEmptyConfig(enabled=True),
-                                        run_name="tiny-vs-empty"))
-    assert ran(result) == ["train-larev_vs_empty", "score-larev_vs_empty", "report"]
+    own = LarevVsEmptyConfig(enabled=True, la_min_steps=0)  # the tiny run's epochs (the demo preset: 1,200 steps)
+    result = larev_pipeline(tiny_params(root, larev_vs_empty=own, run_name="tiny-vs-empty"))
+    assert ran(result) == ["train-larev_vs_empty", "report-larev_vs_empty", "score-larev_vs_empty", "report"]
+    report = (Path(result["run_dir"]) / "report.md").read_text()
+    assert report.index("## LAREV diagnostics") < report.index("## larev_vs_empty diagnostics")
+    assert "Zero terms: lambda_borrowed 2.0, label_statements 0.5, baseline_rationales 0.25" in report
     scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
     empty = scores.filter(pl.col("source") == "empty", pl.col("metric") == "larev_vs_empty")
     assert empty.height == 12 and empty["score"].abs().max() < 1e-5  # the same input read twice

@@ -30,6 +30,9 @@ def test_a_pack_holds_safetensors_and_data_with_a_digest_of_every_file(packed):
         names = set(tar.getnames())
     assert header["format"] == "larev-pack/1" and header["task"] == "nli" and header["run_name"] == "tiny"
     assert names == set(header["files"]) | {"pack.json"} and "run.json" in names
+    run = json.loads((packed[0] / "run.json").read_text())
+    assert header["signatures"] == run["signatures"] and set(run["signatures"]) == {"rev", "larev", "rora", "rq",
+                                                                                   "las"}
     assert any(n.endswith(".safetensors") for n in names)
     assert not any(n.endswith((".pt", ".bin", ".pkl", ".pth", ".ckpt")) for n in names)
 
@@ -49,6 +52,7 @@ def test_a_pack_scores_elsewhere_with_the_runs_own_numbers(packed, tmp_path, mon
     joined = from_pack.join(own, on=["metric", "id"], suffix="_run")
     assert joined.height == own.height == 5 * 12
     assert (joined["score"] - joined["score_run"]).abs().max() < 1e-6
+    assert joined.filter(pl.col("signature") != pl.col("signature_run")).is_empty()  # signed as the run signed
     # a second scoring reuses the checked extraction
     assert main(["score", "--pack", str(pack), "--rationales", str(rationales), "--name", "again",
                  "--no-progress"]) == 0

@@ -88,6 +88,8 @@ def pack(args) -> int:
     size = Path(args.out).stat().st_size / 2**20
     print(f"wrote {args.out}: {len(header['files'])} files, {size:.1f} MiB, task {header['task']}, backbone "
           f"{header['backbone']}, digest {header['digest'][:16]}")
+    for metric, signature in sorted(header["signatures"].items()):
+        print(f"  {metric}: {signature}")
     print(f"score with it: larev score --pack {args.out} --rationales FILE")
     return 0
 
