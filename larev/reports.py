@@ -276,3 +276,66 @@ def source_plot(summary: pl.DataFrame) -> bytes:
     if sources:
         ax.legend(frameon=False, fontsize=8)
     return png_bytes(fig)
+
+
+SEPARATES, CANNOT_TELL, HIGHER, UNREAD = "separates", "cannot tell apart", "ranks it higher", "read at chance"
+VERDICT_MARKS = {SEPARATES: " ", CANNOT_TELL: "=", HIGHER: "!", UNREAD: "~"}
+
+
+def verdict_table(intervals: pl.DataFrame, summary: pl.DataFrame | None = None,
+                  reference: str = "gold") -> pl.DataFrame:
+    """Per metric and built-in variant: `reference` minus the variant (the paired bootstrap of
+    larev.metrics.bootstrap.bootstrap_intervals, its `reference-VARIANT` quantities), its interval, and a word:
+    "read at chance" where `summary` says the metric's evaluator reads the variant at chance (its separation says
+    the evaluator cannot read that text, not that the metric ranks it below the reference), else "separates" when
+    the interval lies above 0, "ranks it higher" when below, "cannot tell apart" otherwise. Controls are left out."""
+    unread = set()
+    if summary is not None and "reads" in summary.columns:
+        unread = {(m, v) for m, v, reads in summary.select("metric", "source", "reads").iter_rows() if reads is False}
+    rows = []
+    for r in intervals.iter_rows(named=True):
+        if not r["quantity"].startswith(f"{reference}-") or r["metric"].startswith(CONTROL_PREFIX):
+            continue
+        variant, low, high = r["quantity"][len(reference) + 1:], r["ci_low"], r["ci_high"]
+        known = low is not None and high is not None and not (math.isnan(low) or math.isnan(high))
+        word = (UNREAD if (r["metric"], variant) in unread else SEPARATES if known and low > 0
+                else HIGHER if known and high < 0 else CANNOT_TELL)
+        rows.append({"metric": r["metric"], "variant": variant, "difference": r["estimate"], "ci_low": low,
+                     "ci_high": high, "verdict": word})
+    return pl.DataFrame(rows, schema={"metric": pl.String, "variant": pl.String, "difference": pl.Float64,
+                                      "ci_low": pl.Float64, "ci_high": pl.Float64, "verdict": pl.String})
+
+
+def verdict_lines(verdict: pl.DataFrame, reference: str = "gold") -> list[str]:
+    """The verdict as a few lines a newcomer reads at a glance: a table of `reference` minus each variant with its
+    95 % interval (one row per metric, marked by VERDICT_MARKS), then one sentence per metric."""
+    if verdict.height == 0:
+        return []
+    variants = [v for v in DEGRADED if v in set(verdict["variant"])]
+    metrics = verdict["metric"].unique(maintain_order=True).to_list()
+    cells = {(r["metric"], r["variant"]): f"{_signed(r['difference'])} [{_signed(r['ci_low'])},"
+             f"{_signed(r['ci_high'])}]{VERDICT_MARKS[r['verdict']]}" for r in verdict.iter_rows(named=True)}
+    width = max([len(c) for c in cells.values()] + [len(v) for v in variants]) + 1
+    name_width = max(len(m) for m in metrics) + 1
+    lines = [f"{reference} minus each variant, 95 % interval over test rows ('=' cannot tell apart, '!' ranks the "
+             "variant higher, '~' its evaluator reads the variant at chance: not counted):",
+             " " * name_width + "".join(f"{v:<{width}}" for v in variants)]
+    for m in metrics:
+        lines.append(f"{m:<{name_width}}" + "".join(f"{cells.get((m, v), '-'):<{width}}" for v in variants))
+    for m in metrics:
+        part = verdict.filter(pl.col("metric") == m)
+        said = {word: part.filter(pl.col("verdict") == word)["variant"].to_list() for word in VERDICT_MARKS}
+        counted = part.height - len(said[UNREAD])
+        sentence = f"{m} separates {reference} from {len(said[SEPARATES])} of {counted} variants it reads"
+        if said[CANNOT_TELL]:
+            sentence += f"; cannot tell it from {', '.join(said[CANNOT_TELL])}"
+        if said[HIGHER]:
+            sentence += f"; ranks {', '.join(said[HIGHER])} above it"
+        if said[UNREAD]:
+            sentence += f"; reads {', '.join(said[UNREAD])} at chance"
+        lines.append(sentence + ".")
+    return lines
+
+
+def _signed(x) -> str:
+    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.2f}"

@@ -45,7 +45,12 @@ def test_a_pack_scores_elsewhere_with_the_runs_own_numbers(packed, tmp_path, mon
     monkeypatch.chdir(elsewhere)  # another working directory: nothing of the run's store is reachable by path
     assert main(["score", "--pack", str(pack), "--rationales", str(rationales), "--name", "packed",
                  "--no-progress"]) == 0
-    capsys.readouterr()
+    out = capsys.readouterr().out
+    # what the command prints when its flow ends: the verdict, one line on the steps, where the full tables are
+    shown = [line for line in out[out.index("gold minus each variant"):].splitlines() if line.strip()]
+    assert len(shown) <= 25 and any(line.startswith("Steps: ") for line in shown)
+    assert "mine separates gold from" not in out and any(line.startswith("larev separates gold from") for line in shown)
+    assert any("larev show" in line for line in shown)
     unpacked = next((elsewhere / ".larev" / "packs").iterdir())
     from_pack = pl.read_parquet(unpacked / "packed" / "scores.parquet")
     own = pl.read_parquet(run_dir / "scores.parquet").filter(pl.col("source") == "gold")

@@ -72,3 +72,29 @@ def test_many_sources_plot_their_mean_without_a_crowded_legend(recwarn):
                          "accuracy_base": [0.5] * 40, "n": [10] * 40})
     assert _bar_pixels(separation_plot(many)) > 500
     assert not [w for w in recwarn if "tight_layout" in str(w.message).lower() or "Tight layout" in str(w.message)]
+
+
+def test_the_verdict_says_separates_only_when_the_interval_is_above_zero():
+    """gold - leaky [0.1, 0.5]: separates; gold - vacuous [-0.1, 0.2]: cannot tell apart; gold - borrowed
+    [-0.4, -0.1]: ranks the variant higher; the SUM and a control's rows are left out."""
+    from larev.reports import verdict_lines, verdict_table
+
+    intervals = pl.DataFrame({
+        "metric": ["larev", "larev", "larev", "larev", "larev", "control_phi"],
+        "quantity": ["gold", "gold-leaky", "gold-vacuous", "gold-borrowed", "SUM", "gold-leaky"],
+        "estimate": [1.0, 0.3, 0.05, -0.25, 0.4, 0.3], "ci_low": [0.9, 0.1, -0.1, -0.4, 0.1, 0.1],
+        "ci_high": [1.1, 0.5, 0.2, -0.1, 0.7, 0.5]})
+    verdict = verdict_table(intervals)
+    assert verdict.select("variant", "verdict").rows() == [("leaky", "separates"), ("vacuous", "cannot tell apart"),
+                                                          ("borrowed", "ranks it higher")]
+    lines = verdict_lines(verdict)
+    assert lines[2].split() == ["larev", "+0.30", "[+0.10,+0.50]", "+0.05", "[-0.10,+0.20]=", "-0.25",
+                                "[-0.40,-0.10]!"]
+    assert lines[-1] == ("larev separates gold from 1 of 3 variants it reads; cannot tell it from vacuous; ranks "
+                         "borrowed above it.")
+    # a variant its evaluator reads at chance is not counted, whatever its interval
+    summary = pl.DataFrame({"metric": ["larev", "larev"], "source": ["leaky", "vacuous"], "reads": [False, True]})
+    unread = verdict_table(intervals, summary)
+    assert unread.select("variant", "verdict").rows()[0] == ("leaky", "read at chance")
+    assert verdict_lines(unread)[-1] == ("larev separates gold from 0 of 2 variants it reads; cannot tell it from "
+                                         "vacuous; ranks borrowed above it; reads leaky at chance.")

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from flows.cli.output import print_ftc, print_human, print_results
+from flows.cli.output import print_ftc, print_human, print_results, print_verdict
 
 
 def _wait_for_api(args) -> None:
@@ -25,7 +25,7 @@ def run(args) -> int:
     _wait_for_api(args)
     started = time.perf_counter()
     result = larev_pipeline(args.params)
-    print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    print_verdict(result["run_dir"], result["steps"], time.perf_counter() - started, getattr(args, "steps", False))
     return 0
 
 
@@ -36,7 +36,7 @@ def score(args) -> int:
     _wait_for_api(args)
     started = time.perf_counter()
     result = score_rationales(params)
-    print_results(result["run_dir"], result["steps"], time.perf_counter() - started)
+    print_verdict(result["run_dir"], result["steps"], time.perf_counter() - started, getattr(args, "steps", False))
     for line in result.get("leaderboard", []):
         print(f"leaderboard: {line}")
     out = Path(result["run_dir"])

@@ -6,6 +6,39 @@ import json
 from pathlib import Path
 
 
+def print_verdict(run_dir: str, steps=None, seconds: float | None = None, list_steps: bool = False) -> None:
+    """What `larev run` and `larev score` print when their flow ends, short enough to read at a glance: the gold
+    rationale against each other variant per metric with its interval and a word, one line on the steps run and
+    cached, and where the full tables are (`print_results`, report.md)."""
+    import polars as pl
+
+    from larev.metrics.bootstrap import bootstrap_intervals
+    from larev.reports import verdict_lines, verdict_table
+
+    scores = pl.read_parquet(Path(run_dir) / "scores.parquet")
+    summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
+    lines = verdict_lines(verdict_table(bootstrap_intervals(scores, n_boot=1000, seed=0), summary))
+    print("\n" + "\n".join(lines) if lines else "\nNo gold rationales among the scored sources: no verdict.")
+    if steps:
+        print_steps(steps, listed=list_steps)
+    done = f" in {seconds:.0f} s" if seconds is not None else ""
+    print(f"Finished{done}. Full tables, signatures and notes: larev show {run_dir} (--report: report.md); "
+          f"outputs in {run_dir}")
+
+
+def print_steps(steps, listed: bool = False) -> None:
+    """One line: how many steps ran and came from cache; with `listed`, every step with its time."""
+    from tasks.runtime.runner import StepRecord
+
+    ran = sum(not s.cached for s in steps if isinstance(s, StepRecord))
+    print(f"Steps: {ran} ran, {len(steps) - ran} cached" + ("" if listed else " (--steps lists them)"))
+    if listed:
+        width = max([20, *(len(s.step) for s in steps)])
+        for s in steps:
+            where = f"  on {s.where}" if getattr(s, "where", "local") != "local" else ""
+            print(f"  {s.step:<{width}} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s{where}")
+
+
 def print_results(run_dir: str, steps=None, seconds: float | None = None) -> None:
     import polars as pl
 
@@ -39,14 +72,8 @@ def print_results(run_dir: str, steps=None, seconds: float | None = None) -> Non
     for note in diagnose(summary):
         print(f"\nNote: {note}")
     if steps:
-        from tasks.runtime.runner import StepRecord
-
-        ran = sum(not s.cached for s in steps if isinstance(s, StepRecord))
-        print(f"\nSteps ({len(steps) - ran} cached, {ran} ran):")
-        width = max([20, *(len(s.step) for s in steps)])
-        for s in steps:
-            where = f"  on {s.where}" if getattr(s, "where", "local") != "local" else ""
-            print(f"  {s.step:<{width}} {'cached' if s.cached else 'ran':<7} {s.seconds:7.1f}s{where}")
+        print()
+        print_steps(steps, listed=True)
     written = [name for name in ("scores.parquet", "summary.parquet", "report.md", "separations.png",
                                  "test_split.jsonl", "run.json") if (Path(run_dir) / name).exists()]
     print(f"\nOutputs in {run_dir}: {', '.join(written)}")

@@ -203,6 +203,11 @@ def _share(text: str) -> float:
     return value
 
 
+def _steps_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--steps", action="store_true",
+                         help="after the verdict, list every step with its time and whether it ran or came from cache")
+
+
 def build_parser() -> argparse.ArgumentParser:
     import flows.cli.commands as cmd
 
@@ -212,10 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = _config_command(sub, "run", "run", help="run the pipeline (demo data by default)")
     _server_option(run)
+    _steps_option(run)
     run.set_defaults(func=cmd.run)
 
     score = _config_command(sub, "score", "score", help="score a rationale file with a finished run's evaluators")
     _server_option(score)
+    _steps_option(score)
     score.set_defaults(func=cmd.score)
 
     ftc = _config_command(sub, "ftc", "ftc", help="FTC faithfulness of NLI explanations: counterfactual hypotheses "
