@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install install-minilm demo server-stop test test-service test-ui test-slow bench-quality bench-cose bench-human bench-backbone bench-speed bench-scale bench-memory clean
+.PHONY: install install-minilm demo server-stop test test-service test-ui test-slow bench-quality bench-cose bench-human bench-backbone bench-speed bench-gpu-reference bench-scale bench-memory clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -83,6 +83,12 @@ bench-backbone: install-minilm
 ## speed ratios measured side by side (and the demo cold vs cached); results in bench/speed/speed.json
 bench-speed: install
 	$(BIN)/larev bench speed --out bench/speed --esnli-results bench/esnli/results.json
+
+## the CPU reference of the GPU check (docs/benchmarks.md, "The CUDA path"): the pure core, no Prefect, on e-SNLI's
+## default slice (train :2000, test 8000:8500), fp32, seed 0, each step timed; bench/gpu/cpu, which
+## `python -m larev.bench.gpu compare bench/gpu/cpu --gpu DIR --fixed FIXED` reads beside the GPU's runs
+bench-gpu-reference: install
+	$(BIN)/python -m larev.bench.gpu run --esnli $(ESNLI) --device cpu --precision fp32 --out bench/gpu/cpu
 
 ## sharded scoring: 20,000 rationales in one process vs on 1 and 2 Dask workers, scores compared; bench/scale/scale.json
 bench-scale: install

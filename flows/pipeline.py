@@ -18,6 +18,7 @@ from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
 from larev.data.sources import DataConfig
 from larev.digests import file_digest
 from larev.metrics.scores import VARIANTS
+from larev.models.pretrained import cache_identity
 from flows.metrics import METRICS
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
@@ -145,7 +146,7 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
             scores += metric.score(run, models, rationales)
         recorded = params.model_dump(mode="json")
         # the weights a pretrained backbone starts from (name, sha256; minilm-frozen's encoder digest)
-        weights = params.model.cache_identity().get("base_weights")
+        weights = cache_identity(params.model).get("base_weights")
         digests = data_digests(params.data)
         signatures = run_signatures(METRICS, models, recorded, backbone_weights=weights, data_digests=digests)
         report = steps.run(summarise_scores, scores, f"larev run '{params.run_name}'", sections, signatures)

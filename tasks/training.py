@@ -12,11 +12,11 @@ import polars as pl
 
 from larev.config import ModelConfig, TrainConfig
 from larev.formats import input_only, input_with_rationale, target_text, task_inputs
+from larev.methods.vocabulary import vocabulary_texts
 from larev.models import pretrained
 from larev.models.evaluator import new_evaluator, save_evaluator
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
-from larev.models.vocabulary import vocabulary_texts
 from larev.schema import label_sets
 from storage import ArtifactStore
 from storage.ref import ArtifactRef

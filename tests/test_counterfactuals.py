@@ -110,9 +110,17 @@ def test_a_fresh_phi_la_takes_the_dropout_it_is_given():
 
 
 def test_the_comparison_diagnostic_trains_on_the_twins_and_reports_each_epoch(capsys):
-    """`python -m larev.bench.comparison` (docs/benchmarks.md, "Stop 51") on a tiny slice of demo data."""
-    from larev.bench import comparison
+    """`python benchmarks/comparison.py` (docs/benchmarks.md, "Dropout keeps the small T5 from comparing r with the
+    hypothesis") on a tiny slice of demo data. The script is not in an installed package: it is loaded from its file."""
+    import importlib.util
+    from pathlib import Path
+
     from larev.config import DemoDataConfig
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "comparison.py"
+    spec = importlib.util.spec_from_file_location("benchmarks_comparison", script)
+    comparison = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(comparison)
 
     tiny = DemoDataConfig(seed=7, n_train=30, n_validation=6, n_test=6)
     accuracy = comparison.comparison_accuracy(dropout=0.0, epochs=2, twins=True, data=tiny)

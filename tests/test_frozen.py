@@ -128,13 +128,13 @@ def test_a_resized_vocabulary_stays_frozen_and_gets_its_own_cache(cache_dir):
 
 def test_its_weights_are_named_in_cache_keys_and_run_records(cache_dir):
     """run.json's `backbone_weights` and every step's cache key hold the checkpoint's sha256 (ModelConfig's
-    cache_identity): other weights under the same name retrain and re-encode."""
+    identity, larev.models.pretrained.cache_identity): other weights under the same name retrain and re-encode."""
     import hashlib
 
-    from larev.models.pretrained import checkpoint_dir
+    from larev.models.pretrained import cache_identity, checkpoint_dir
 
     weights = checkpoint_dir("minilm-frozen") / "model.safetensors"
-    record = frozen_config().cache_identity()["base_weights"]
+    record = cache_identity(frozen_config())["base_weights"]
     assert record["sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
     assert record["backbone"] == "minilm-frozen"
     ev = new_evaluator(frozen_config(), seed=0)

@@ -1,10 +1,17 @@
 """The project's imports are layered and acyclic, read from the source (`ast`, nothing imported).
 
-Layers, bottom to top: `larev` (the pure core), then `storage` and `tasks`, then `flows`. The rule enforced:
-- a module in larev/ imports no module of tasks/, storage/ or flows/;
+Layers, bottom to top: `larev` (the pure core), then `storage` and `tasks`, then `flows`, then `benchmarks` (one-off
+diagnostics, not installed). The rule enforced:
+- a module in larev/ imports no module of tasks/, storage/, flows/ or benchmarks/;
 - a module in storage/ imports only larev/ (and storage/): no tasks/, no flows/ (what it does today; the tasks
   read and write artifacts through it);
-- a module in tasks/ imports no module of flows/.
+- a module in tasks/ imports no module of flows/;
+- nothing imports benchmarks/.
+
+Inside the core, its parts (a subpackage larev/<name>/ or a module larev/<name>.py) are layered too (`CORE_LAYERS`,
+bottom first): a module imports only parts of its own layer or of a layer below. So larev/config.py imports nothing
+of larev/models/, and larev/models/ nothing of larev/methods/. Every part of the core must be in a layer.
+
 Every import counts: at module level, inside functions, under `if TYPE_CHECKING:`; `import a.b`, `from a import b`
 (a.b when a/b is a module, else a) and relative imports resolved. A package's `__init__.py` is the module `pkg`.
 Imports built from strings at run time (`importlib.import_module(name)`) are not seen.
@@ -16,6 +23,7 @@ importing itself.
 from __future__ import annotations
 
 import ast
+import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +33,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 #: The project's packages, bottom layer first.
-PACKAGES: tuple[str, ...] = ("larev", "storage", "tasks", "flows")
+PACKAGES: tuple[str, ...] = ("larev", "storage", "tasks", "flows", "benchmarks")
 
 #: package -> the other project packages its modules may import.
 ALLOWED: dict[str, frozenset[str]] = {
@@ -33,7 +41,35 @@ ALLOWED: dict[str, frozenset[str]] = {
     "storage": frozenset({"larev"}),
     "tasks": frozenset({"larev", "storage"}),
     "flows": frozenset({"larev", "storage", "tasks"}),
+    "benchmarks": frozenset({"larev", "storage", "tasks", "flows"}),
 }
+
+#: The core's layers, bottom first: (name, the parts of larev/ in it). A part is `larev.<name>` for larev/<name>/ or
+#: larev/<name>.py; `larev` is larev/__init__.py. A module imports only parts of its own layer or of layers below.
+CORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    # shared configs, errors, the data contract, input formats and small utilities
+    ("foundation", frozenset({"larev", "larev.config", "larev.errors", "larev.schema", "larev.formats",
+                              "larev.digests", "larev.device", "larev.progress", "larev.stats", "larev.presets",
+                              "larev.run_files", "larev.signature", "larev.llm"})),
+    # loaders, the data contract's validation, demo data, variants; the baseline rationales b
+    ("inputs", frozenset({"larev.data", "larev.baselines"})),
+    # the evaluators: backbones, tokenizer, training loop, IRM penalty, checkpoints
+    ("models", frozenset({"larev.models"})),
+    # what LAREV and RORA share: IG attribution, the rationale-only model, leaky spans, the probe
+    ("leakage", frozenset({"larev.leakage"})),
+    # the score contract and the scores (REV, RORA, RQ / LAS), bootstrap and intervals
+    ("metrics", frozenset({"larev.metrics"})),
+    # report tables and figures
+    ("reports", frozenset({"larev.reports"})),
+    # FTC and AddText
+    ("stress", frozenset({"larev.stress"})),
+    # REV's, LAREV's and RORA's evaluators and their training
+    ("methods", frozenset({"larev.methods"})),
+    # what uses the rest: benchmark figures, human agreement, compare, the leaderboard, metric cards, the inbox
+    # ledger
+    ("applications", frozenset({"larev.bench", "larev.human", "larev.compare", "larev.leaderboard", "larev.cards",
+                                "larev.service"})),
+)
 
 
 @dataclass(frozen=True)
@@ -119,6 +155,35 @@ def layer_violations(graph: dict[str, list[Import]],
     return bad
 
 
+def core_part(module: str) -> str:
+    """The part of the core a module of larev/ belongs to: `larev.x.y.z` -> `larev.x`; `larev` -> `larev`."""
+    return ".".join(module.split(".")[:2])
+
+
+def unplaced_core_parts(graph: dict[str, list[Import]],
+                        layers: tuple[tuple[str, frozenset[str]], ...] = CORE_LAYERS) -> list[str]:
+    """The parts of the core (modules of larev/ in `graph`) that no layer names."""
+    placed = {part for _, parts in layers for part in parts}
+    return sorted({core_part(name) for name in graph if name.partition(".")[0] == "larev"} - placed)
+
+
+def core_layer_violations(graph: dict[str, list[Import]],
+                          layers: tuple[tuple[str, frozenset[str]], ...] = CORE_LAYERS) -> list[tuple[Import, str]]:
+    """The imports inside larev/ that reach a part of a higher layer than the importing module's, each with a line
+    naming the two layers. Parts in no layer are left to `unplaced_core_parts`."""
+    rank = {part: (i, name) for i, (name, parts) in enumerate(layers) for part in parts}
+    bad = []
+    for imports in graph.values():
+        for imp in imports:
+            if imp.source.partition(".")[0] != "larev" or imp.target.partition(".")[0] != "larev":
+                continue
+            own, other = rank.get(core_part(imp.source)), rank.get(core_part(imp.target))
+            if own is not None and other is not None and other[0] > own[0]:
+                bad.append((imp, f"layer {own[1]} ({core_part(imp.source)}) imports layer {other[1]} "
+                                 f"({core_part(imp.target)}) above it"))
+    return bad
+
+
 def import_cycles(graph: dict[str, list[Import]]) -> list[list[Import]]:
     """The import cycles: per strongly connected component of more than one module (or a module importing itself),
     the imports between its modules. Tarjan's algorithm, iterative."""
@@ -186,6 +251,18 @@ def test_no_import_goes_up_a_layer(repo_graph):
     assert not bad, "imports against the layers (larev < storage, tasks < flows):\n" + "\n".join(map(str, bad))
 
 
+def test_every_part_of_the_core_is_in_a_layer(repo_graph):
+    unplaced = unplaced_core_parts(repo_graph)
+    assert not unplaced, f"parts of larev/ in no layer of CORE_LAYERS (tests/test_layers.py): {unplaced}"
+
+
+def test_no_import_goes_up_a_layer_inside_the_core(repo_graph):
+    bad = core_layer_violations(repo_graph)
+    order = " < ".join(name for name, _ in CORE_LAYERS)
+    assert not bad, (f"imports against the core's layers ({order}):\n"
+                     + "\n".join(f"{imp}: {why}" for imp, why in bad))
+
+
 def test_no_import_cycle(repo_graph):
     cycles = import_cycles(repo_graph)
     assert not cycles, describe(cycles)
@@ -243,3 +320,39 @@ def test_the_checker_finds_a_planted_upward_import(tmp_path):
         ("larev.core", "tasks.step", 5), ("storage.store", "tasks.step", 5)]
     assert [{imp.source for imp in cycle} for cycle in import_cycles(graph)] == [
         {"larev.core", "storage.store", "tasks.step"}]
+
+
+def _copy_core(dest: Path) -> None:
+    shutil.copytree(REPO / "larev", dest / "larev", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def test_the_checker_finds_a_method_planted_in_a_copy_of_the_models(tmp_path):
+    """A copy of larev/ passes; the same copy with larev/models importing larev/methods (inside a function) and
+    larev/config importing larev/models fails, naming both imports and nothing else."""
+    _copy_core(tmp_path)
+    assert not core_layer_violations(project_imports(tmp_path, ("larev",)))
+    tokenizer = tmp_path / "larev" / "models" / "tokenizer.py"
+    tokenizer.write_text(tokenizer.read_text(encoding="utf-8")
+                         + "\n\ndef planted():\n    from larev.methods.rev.inputs import evaluator_inputs\n"
+                           "    return evaluator_inputs\n", encoding="utf-8")
+    line = len(tokenizer.read_text(encoding="utf-8").splitlines()) - 1
+    config = tmp_path / "larev" / "config.py"
+    config.write_text(config.read_text(encoding="utf-8") + "\nfrom larev.models import pretrained\n", encoding="utf-8")
+    bad = core_layer_violations(project_imports(tmp_path, ("larev",)))
+    assert sorted((imp.source, imp.target, imp.path, imp.line, why) for imp, why in bad) == [
+        ("larev.config", "larev.models.pretrained", "larev/config.py", len(config.read_text().splitlines()),
+         "layer foundation (larev.config) imports layer models (larev.models) above it"),
+        ("larev.models.tokenizer", "larev.methods.rev.inputs", "larev/models/tokenizer.py", line,
+         "layer models (larev.models) imports layer methods (larev.methods) above it"),
+    ]
+
+
+def test_the_checker_finds_a_part_of_the_core_in_no_layer(tmp_path):
+    _copy_core(tmp_path)
+    before = unplaced_core_parts(project_imports(tmp_path, ("larev",)))
+    (tmp_path / "larev" / "newpart").mkdir()
+    (tmp_path / "larev" / "newpart" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "larev" / "loose.py").write_text("from larev.methods import rev\n", encoding="utf-8")
+    graph = project_imports(tmp_path, ("larev",))
+    assert unplaced_core_parts(graph) == sorted([*before, "larev.loose", "larev.newpart"])
+    assert not core_layer_violations(graph)  # an unplaced part is reported once, by unplaced_core_parts

@@ -44,10 +44,8 @@ group couple family crowd team lady ladies guy guys player players worker worker
 # Relation phrasings per label. {P}/{H}: clause with its first letter capitalised; {p}/{h}: as it would read
 # mid-sentence. Lists are disjoint across labels, and every label has the same sentence forms in the same order:
 # once each relation phrase is masked (the spans of larev/methods/leakage_aware/antonyms/lexicon.py), the three
-# labels' baselines read alike, so neither clause order nor leftover words can tell the label. (The earlier,
-# unbalanced set put the hypothesis first in 1 of 8 entailment forms and 2 of 7 contradiction forms, and left
-# words such as 'If', 'then', 'Whether' or 'the fact that' outside the phrases: a probe on the baseline with every
-# word outside premise and hypothesis masked still read the label at 0.50 on e-SNLI, chance 0.33.)
+# labels' baselines read alike, so neither clause order nor words left outside the phrases (such as 'If', 'then',
+# 'Whether' or 'the fact that') can tell the label to a probe on the masked baseline.
 _PHRASINGS: dict[str, tuple[str, ...]] = {
     "entailment": (
         "{P} implies {h}.",

@@ -48,11 +48,11 @@ from larev.methods.leakage_aware.objective import probe_from
 from larev.methods.leakage_aware.fit import fit_phi_la, phi_la_plan
 from larev.presets import resolve_settings
 from larev.methods.rev.inputs import evaluator_inputs
+from larev.methods.vocabulary import vocabulary_texts
 from larev.metrics.rev import score_rev
 from larev.models.evaluator import Evaluator, load_evaluator, mask_token_of, new_evaluator, save_evaluator
 from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
-from larev.models.vocabulary import vocabulary_texts
 from larev.schema import label_sets
 
 #: The timed steps, in order.

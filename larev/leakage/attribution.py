@@ -37,10 +37,9 @@ __all__ = [
 class AttributionConfig(_Config):
     """Integrated Gradients for leakage-term detection (thesis section 4.5.2)."""
 
-    # 16, not 32: on e-SNLI (length-grouped batches, same seeds and phi_base) 16 steps cut the leakage-terms step
-    # by ~110 s a seed and gave LAREV SUMs of 1.63 / 1.62 / 1.59 against 32 steps' 1.11 / 1.09 / 0.80 (5 seeds:
-    # 1.46 +- 0.21); IG's own convergence delta is larger (median |delta| 1.06 vs 0.19 nats). docs/benchmarks.md,
-    # "LAREV on e-SNLI, 5 seeds".
+    # 16, not 32: on e-SNLI's validation split the span rule's diagnostics (the residual probe on the masked
+    # baselines, span recall) were the same at 16 and 32 steps, and 16 take less time; IG's own convergence delta is
+    # larger at 16 (docs/benchmarks.md, "Defaults: chosen on which rows, by which figure").
     n_steps: int = Field(16, ge=1, description="IG integration steps (points on the path from reference to input)")
     reference: Literal["pad", "mask", "zero"] = Field(
         "pad", description="IG reference at every content position: the pad token's embedding, the mask token's, "
@@ -251,7 +250,7 @@ def attribute(evaluator: Evaluator, texts: list[str], labels: list[str], config:
                                     internal_batch_size=config.internal_batch_size)
             token_scores = attr.detach().sum(dim=-1)
             # captum's convergence delta, sum of attributions - (f(x) - f(x')), with f(x) and f(x') from one forward
-            # pass over [x; x'] (return_convergence_delta=True runs two; at batch_size=1 that is ~40% of the time).
+            # pass over [x; x'] (return_convergence_delta=True would run them as two separate passes).
             with torch.no_grad():
                 ends = forward(torch.cat([embeds, reference]), mask.repeat(2, 1), lab.repeat(2, 1),
                                lab_mask.repeat(2, 1))

@@ -28,6 +28,8 @@ from larev.errors import ConfigError
 if TYPE_CHECKING:  # torch loads where a model is built, not where a backbone is only checked
     import torch
 
+    from larev.config import ModelConfig
+
 
 @dataclass(frozen=True)
 class NamedBackbone:
@@ -148,6 +150,17 @@ def base_weights(backbone: str) -> dict | None:
     if is_named(backbone):
         return base_record(backbone, checkpoint_dir(backbone))
     return weights_record(backbone, Path(backbone).expanduser())
+
+
+def cache_identity(config: ModelConfig) -> dict:
+    """What a cache key needs beyond `config`'s values: the record of the weights a pretrained backbone starts from
+    (their sha256), so steps built on a named or local checkpoint rerun when its weights change. Empty for the
+    embedded model (built from its config) and for a backbone whose weights cannot be read here."""
+    try:
+        weights = base_weights(config.backbone)
+    except ConfigError:  # not installed where the key is computed: the step that builds it says so
+        return {}
+    return {} if weights is None else {"base_weights": weights}
 
 
 def wordpiece_tokenizer(directory: Path):

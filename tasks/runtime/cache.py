@@ -36,6 +36,8 @@ from prefect import task
 from prefect.cache_policies import CachePolicy
 from pydantic import BaseModel
 
+from larev.config import ModelConfig
+from larev.models.pretrained import cache_identity
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.runtime.results import RESULT_SERIALIZER
@@ -62,7 +64,7 @@ def canonical(value: Any) -> Any:
     if isinstance(value, ArtifactStore):
         return {"store": "artifact-store"}  # its location is not part of the key (module docstring)
     if isinstance(value, BaseModel):
-        identity = value.cache_identity() if hasattr(value, "cache_identity") else {}  # e.g. ModelConfig's weights
+        identity = cache_identity(value) if isinstance(value, ModelConfig) else {}  # a backbone's weights' record
         return {type(value).__name__: canonical(value.model_dump(mode="json")), **canonical(identity)}
     if isinstance(value, dict):
         return {str(k): canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}

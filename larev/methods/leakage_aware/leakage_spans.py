@@ -10,7 +10,7 @@ What the probe reads. Leakage is what b says about the label beyond x. When b ho
 and hypothesis, as the template and offline baselines do), the spans never cover x and the probe reads b's form:
 b with its spans masked and x's clauses replaced by the placeholders PREMISE / HYPOTHESIS; it should then be no
 better than chance. Reading x as well would measure x's own label artifacts (on e-SNLI a probe on the hypothesis
-alone reads the label at 0.51-0.56), which the rule could only remove by masking x's content words (it did:
+alone reads the label well above chance), which the rule could only remove by masking x's content words (it did:
 'a', 'the', 'eating', 'tennis'), taking the input away from every environment. Otherwise (QA, where b rewrites the
 question; model paraphrases that change x) the probe reads the masked b and stops at the same probe on x alone.
 

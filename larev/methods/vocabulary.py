@@ -1,7 +1,9 @@
 """The texts the embedded backbone's word-level tokenizer is trained on.
 
 Every text any evaluator reads or writes must be in its vocabulary: REV's and LAREV's inputs ([r, b]), RORA's (x, r)
-and infiller inputs, the label words of every label set, and the leaky variant's sentence for each label.
+and infiller inputs, the label words of every label set, and the leaky variant's sentence for each label. It names
+what every method's evaluators read, so it sits above the methods (larev/methods/), not with the tokenizer in
+larev/models/, which imports no method.
 """
 
 from __future__ import annotations

@@ -3,12 +3,13 @@
 The demo's entailment and contradiction rows differ only in whether r's category is the hypothesis's, so an
 evaluator trained by plain ERM on [r, b with its relation phrase masked] (what phi_LA must read once b's leak is
 gone) reads their validation rows above 2/3 only by that comparison. This trains one such evaluator per call and
-reports its validation accuracy after every epoch (docs/benchmarks.md, "Stop 51", where it showed that the
-embedded T5 at dropout 0.1 does not learn the comparison in 12 epochs and at dropout 0 does):
+reports its validation accuracy after every epoch (docs/benchmarks.md, "Dropout keeps the small T5 from comparing r
+with the hypothesis", measures it by dropout and seed):
 
-    python -m larev.bench.comparison --dropout 0 --epochs 12 [--twins] [--seed 0] [--data-seed 7] [--n-train 1600]
+    python benchmarks/comparison.py --dropout 0 --epochs 12 [--twins] [--seed 0] [--data-seed 7] [--n-train 1600]
 
-Data seed 7 is the demo generator's tuning data (the demo itself is 13).
+Data seed 7 is the demo generator's tuning data (the demo itself is 13). A one-off diagnostic behind a figure of
+docs/benchmarks.md: it lives in benchmarks/, outside the installed packages, and uses only the core (larev).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def comparison_accuracy(dropout: float = 0.1, epochs: int = 12, twins: bool = Fa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m larev.bench.comparison", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/comparison.py", description=__doc__.splitlines()[0])
     parser.add_argument("--dropout", type=float, default=0.1, help="the evaluator's dropout (default 0.1)")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--twins", action="store_true", help="also train on the counterfactual twins")
