@@ -26,6 +26,16 @@ def test_set_reaches_any_parameter_and_print_params_shows_it(capsys):
     assert default["larev"]["objective"]["lambda_irm"] is None
 
 
+def test_what_print_params_prints_reads_back_as_a_params_file(capsys, tmp_path):
+    """--print-params writes nulls for unset settings (the data's task among them); read back with --params they
+    stay unset and the demo keeps its task."""
+    printed = printed_params(capsys, "run", "--task", "qa", "--set", "larev.objective.lambda_irm=2.5")
+    assert printed["data"]["task"] is None and printed["data"]["demo"]["task"] == "qa"
+    path = tmp_path / "run.yaml"
+    path.write_text(json.dumps(printed))
+    assert printed_params(capsys, "run", "--params", str(path)) == printed
+
+
 def test_params_file_gives_the_same_parameters_as_the_same_flags(capsys, tmp_path):
     from flows.pipeline import PipelineParams
 

@@ -374,6 +374,23 @@ def test_a_flow_started_with_a_missing_file_fails_before_any_step_with_one_messa
     assert not any(r.exc_info for r in errors)
 
 
+def test_cli_run_ends_with_a_verdict_a_newcomer_reads_at_a_glance(first_run, tmp_path, capsys):
+    """`larev run` on the tiny run's parameters (served from cache): after the flow, the verdict per metric, one
+    line on the steps and where the full tables are, in 25 non-empty lines or fewer; --steps lists the steps."""
+    root, _ = first_run
+    params = tmp_path / "tiny.yaml"
+    params.write_text(tiny_params(root).model_dump_json(exclude_none=True))
+    assert main(["run", "--params", str(params), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    shown = [line for line in out[out.index("gold minus each variant"):].splitlines() if line.strip()]
+    assert len(shown) <= 25
+    assert [line.split()[0] for line in shown[2:7]] == ["rev", "larev", "rora", "rq", "las"]
+    assert any(line.startswith("larev separates gold from ") for line in shown)
+    assert "Steps: 0 ran, " in out and "larev show" in shown[-1]
+    assert main(["run", "--params", str(params), "--no-progress", "--steps"]) == 0
+    assert "train-larev" in capsys.readouterr().out
+
+
 def test_cli_show(first_run, tmp_path, capsys):
     _, result = first_run
     assert main(["show", result["run_dir"], "--report"]) == 0
@@ -397,6 +414,9 @@ def test_qa_pipeline_runs_end_to_end(tmp_path):
     # QA (the larev.*=auto settings): phi_LA starts from phi, the answer's text is edited in r and b, E4 added
     meta = json.loads((Path(result["refs"]["larev"].uri) / "larev_config.json").read_text())["meta"]
     assert meta["label_edits"] == "rationale_and_baseline" and meta["la_start"] == "phi"
+    run = json.loads((Path(result["run_dir"]) / "run.json").read_text())
+    assert run["resolved_from"]["larev.la_start"] == "small-backbone-qa"  # the presets, not a definition switch
+    assert run["signatures"]["larev"].startswith("metric:larev.v1|") and "definition" not in run["params"]["larev"]
     assert "val_accuracy_E4" in meta["training"]["history"][0]
 
 

@@ -18,12 +18,33 @@ def print_verdict(run_dir: str, steps=None, seconds: float | None = None, list_s
     scores = pl.read_parquet(Path(run_dir) / "scores.parquet")
     summary = pl.read_parquet(Path(run_dir) / "summary.parquet")
     lines = verdict_lines(verdict_table(bootstrap_intervals(scores, n_boot=1000, seed=0), summary))
-    print("\n" + "\n".join(lines) if lines else "\nNo gold rationales among the scored sources: no verdict.")
+    print("\n" + "\n".join(lines if lines else source_lines(summary)))
     if steps:
         print_steps(steps, listed=list_steps)
     done = f" in {seconds:.0f} s" if seconds is not None else ""
     print(f"Finished{done}. Full tables, signatures and notes: larev show {run_dir} (--report: report.md); "
           f"outputs in {run_dir}")
+
+
+def source_lines(summary, most: int = 8) -> list[str]:
+    """A scored file's sources at a glance (no gold among them, so no verdict): each source's score per metric, at
+    most `most` sources, and how to rank them against the run's own."""
+    import polars as pl
+
+    wide = summary.pivot(on="metric", index="source", values="score").sort("source")
+    metrics = [c for c in wide.columns if c != "source"]
+    width = max([len(m) for m in metrics] + [7]) + 1
+    name_width = max([len(s) for s in wide["source"]] + [6]) + 1
+    lines = ["Scores per source (the metric's mean over the file's rationales):",
+             "source".ljust(name_width) + "".join(m.ljust(width) for m in metrics)]
+    for row in wide.head(most).iter_rows(named=True):
+        lines.append(row["source"].ljust(name_width) + "".join(
+            ("-" if row[m] is None else f"{row[m]:+.3f}").ljust(width) for m in metrics))
+    if wide.height > most:
+        lines.append(f"... and {wide.height - most} more sources")
+    n = summary.filter(pl.col("source").is_in(wide["source"].head(most).implode()))["n"].max()
+    lines.append(f"On {n} rationales each at most. Against the run's own: larev compare, larev leaderboard.")
+    return lines
 
 
 def print_steps(steps, listed: bool = False) -> None:

@@ -61,7 +61,9 @@ def pipeline_assignments(items: list[Assignment]) -> list[Assignment]:
         source = "files"
         items = [Assignment("data.source", "files", "--train/--test"), *items]
     if source in (UNSET, "demo"):
-        items = [Assignment("data.demo.task", a.value, a.origin) if a.path == "data.task" else a for a in items]
+        # a null task (a --params file written by --print-params) leaves the demo's task as it is
+        items = [Assignment("data.demo.task", a.value, a.origin) if a.path == "data.task" and a.value is not None
+                 else a for a in items]
     if given(items, "run_name") is UNSET:
         task = given(items, "data.demo.task")
         demo_name = f"demo-{'nli' if task is UNSET else task}"
@@ -389,8 +391,15 @@ def build_parser() -> argparse.ArgumentParser:
     pack.add_argument("--out", required=True, help="the pack file to write (a tar; e.g. evaluators.larev.tar)")
     pack.set_defaults(func=cmd.pack)
 
-    show = sub.add_parser("show", help="print a run's results")
-    show.add_argument("run", help="the run directory")
+    show = sub.add_parser("show", help="print a run's results, or a metric's card (--metric)")
+    show.add_argument("run", nargs="?", default=None, help="the run directory (not with --metric / --write-cards)")
     show.add_argument("--report", action="store_true", help="also print report.md")
+    show.add_argument("--metric", default=None, metavar="NAME",
+                      help=f"print this metric's card instead (docs/metrics/NAME.md: formula, how to read a score, "
+                           f"what it was measured on, failure modes, signature, options): one of "
+                           f"{', '.join(metric_names())}")
+    show.add_argument("--write-cards", default=None, metavar="DIR",
+                      help="write every registered metric's card and their index into DIR, generated from the "
+                           "registry and tasks/cards.py (the committed ones: --write-cards docs/metrics)")
     show.set_defaults(func=cmd.show)
     return parser

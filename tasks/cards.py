@@ -1,0 +1,641 @@
+"""Metric cards: one per score name (docs/metrics/<name>.md), as Hugging Face `evaluate` keeps one beside each metric.
+
+A card is built from two things:
+  - what the metric declares, read from the registry's Metric objects (flows/metrics.py): its name and score names,
+    description, definition version, options section with each field's default and description, command-line
+    switches and signature sections; larev/signature.py's fields; the presets that fill its unset settings;
+  - its text below, `CARDS`, keyed by score name: the formula with the paper's equation, how to read a score, what it
+    was measured on, how it fails, and commands beyond the generated ones.
+
+The committed cards must equal `build_cards(METRICS)`: tests/test_cards.py regenerates them and compares, so a card
+cannot drift from the code. `larev show --write-cards docs/metrics` rewrites them; `larev show --metric NAME` prints
+one. The registry lives in flows/, which tasks/ may not import (tests/test_layers.py): callers pass it in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from larev.cards import code, default_text, option_rows, table
+from larev.errors import ConfigError
+from larev.signature import SIGNATURE_FIELDS
+from tasks.metric import PLACEMENT_FIELDS, SIGNED_SECTIONS, Metric
+
+WRITE_COMMAND = "larev show --write-cards docs/metrics"
+INDEX = "README.md"
+BENCHMARKS = "../benchmarks.md"
+METHODS = "../methods.md"
+
+
+@dataclass(frozen=True)
+class CardText:
+    """The prose of one card. `formula` is the formula alone (shown as code), `source` where it comes from (the
+    paper and its equation number); `validated` and `failures` are one line each, links relative to docs/metrics/;
+    `reproduce` adds (command, comment) lines to the generated ones; `bench_metrics` is what the
+    generated `larev bench quality` line passes to `--metrics`."""
+
+    title: str
+    summary: str
+    formula: str
+    source: str
+    terms: tuple[str, ...]
+    unit: str
+    direction: str
+    range: str
+    zero: str
+    aggregate: str
+    validated: tuple[str, ...]
+    failures: tuple[str, ...]
+    reproduce: tuple[tuple[str, str], ...] = ()
+    bench_metrics: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def _bench(anchor: str) -> str:
+    return f"{BENCHMARKS}#{anchor}"
+
+
+# docs/benchmarks.md's sections the cards cite (tests/test_cards.py checks each anchor exists)
+ESNLI_CURRENT = _bench("e-snli-3-seeds-the-current-code")
+ESNLI_ZERO = _bench("what-the-scores-say-e-snli-3-seeds-with-the-zero-point-borrowed-rationales-and-controls-issue-33")
+ESNLI_OLD = _bench("quality-on-real-e-snli")
+COSE_TODAY = _bench("every-metric-with-todays-defaults-make-bench-cose-head-8c01df4")
+COSE_LABEL_EDITS = _bench("the-labels-own-text-edited-in-r-and-b-larevlabel_edits")
+COSE_FROM_PHI = _bench("phi_la-started-from-revs-phi---set-larevla_startphi")
+COSE_12_EPOCHS = _bench("12-epochs-per-evaluator-phi_la-and-phi-4-what-learns-and-who-rewards-a-restated-answer")
+NORMALISATION = _bench("which-normalisation-for-qa")
+MINILM = _bench("a-pretrained-backbone-minilm-next-to-the-embedded-one")
+MINILM_FROZEN_ALL = _bench("every-metric-on-minilm-frozen-and-its-human-agreement-issue-35-stop-46")
+HUMAN = _bench("agreement-with-human-judgements")
+HUMAN_CQA = _bench("commonsenseqa-new-and-supporting-information-and-acceptability-cos-e-run-12-epochs")
+RORA_PROTOCOL = _bench("rora-with-the-span-rule-on-e-snli-gold-only-models-vs-the-per-source-protocol")
+DEMO = _bench("the-demo-make-demo")
+BUILT = _bench("larev-while-it-was-built")
+BENCH_TOP = _bench("benchmarks")
+STOP49_FROZEN = _bench("minilm-frozen-e-snli-tuning-rows-60008000-trained-on-dev-6000-seeds-0-2-with-snli-"
+                       "acceptability")
+STOP51 = _bench("stop-51-issue-34-phi_la-compares-r-with-the-instance-on-the-embedded-demo")
+STOP51_CONTROL = _bench("what-the-erm_envs-control-shows-and-why-the-contradiction-rows-cannot-be-told")
+COSE_NEW_INFORMATION = _bench("cos-e-with-new_information-issue-34s-definition-on-qa-first-measurement")
+
+ESNLI_BENCH = ("larev bench quality --task nli --train ../shared/data/esnli/dev.parquet --train-rows :8000 \\\n"
+               "    --test ../shared/data/esnli/dev.parquet --test-rows 8000: --metrics {metrics} --no-stress "
+               "--seeds 3 --out bench/{name}")
+COSE_BENCH = ("make bench-cose", "real QA (CoS-E), every metric, with the human judgement files")
+
+_LOGP_TERMS = ("y is the label the rationale explains: gold for the built-in variants, a file's `label` column "
+               "otherwise; b states that label",
+               "log p is `score.normalisation` (default `label_set`: the label's summed token log-probability "
+               "renormalised over the row's label set, so chance is log(1/K))")
+
+CARDS: dict[str, CardText] = {
+    "rev": CardText(
+        title="REV, rationale evaluation with conditional V-information (Chen et al., 2023)",
+        summary=("How much more sure of the label an evaluator that reads the rationale is than one that reads only "
+                 "the vacuous baseline b (the input and the label stated declaratively). The base metric LAREV and "
+                 "larev_vs_empty are built on; its evaluators are LAREV's too."),
+        formula="rev(x, y, r) = log p_phi(y | r, b) - log p_base(y | b)",
+        source="Chen et al. (2023), eq. 5 (pointwise conditional V-information); eq. 6 averages it over a source",
+        terms=("b: the vacuous baseline rationale built from x and y (NLI: a template, then a paraphrase; QA: the "
+               "question and answer as a statement)",
+               "phi_base: an evaluator trained on b alone; phi: the same backbone trained on [r, b] of the training "
+               "split; both by maximising the label's log-likelihood",
+               *_LOGP_TERMS),
+        unit="nats (a difference of log-probabilities)",
+        direction="higher = the rationale adds more label-relevant information beyond b",
+        range="unbounded below; at most -log p_base(y | b), the baseline's surprisal (so near 0 when b gives y away)",
+        zero=("phi is as sure of y with r as phi_base is from b alone: r adds nothing beyond b (the paper's reading); "
+              "below 0, r argues against y"),
+        aggregate="the mean over a source's rationales (eq. 6)",
+        validated=(
+            f"[e-SNLI, 3 seeds, current code]({ESNLI_CURRENT}): every separation about 0 (SUM 0.007 ± 0.025): "
+            "phi_base reads the label off the paraphrased baselines",
+            f"[e-SNLI with the zero point, borrowed rationales and controls]({ESNLI_ZERO}): every variant within "
+            "0.01 nats of 0 except borrowed_other (-0.141); phi reads every variant at 0.98-1.00",
+            f"[real CoS-E, today's defaults]({COSE_TODAY}): SUM of separations -0.774; a restated answer is paid "
+            "0.233 nats over the same text with the answer blanked",
+            f"[every metric on minilm-frozen]({MINILM_FROZEN_ALL}): the same picture on a pretrained reader "
+            "(e-SNLI variants within 0.04 of 0 but borrowed_other, -0.256), with human agreement and each "
+            "metric's paired difference from REV",
+            f"[agreement with human judgements]({HUMAN}): pairwise accuracy 0.557 (SNLI acceptability) and 0.558 "
+            "(CommonsenseQA acceptability) on the embedded backbone; GPT-3's own likelihood 0.68-0.70",
+            f"[the demo]({DEMO}): about 0 for every variant, the baseline-leakage failure LAREV exists for",
+        ),
+        failures=(
+            f"Baseline leakage: when b states the label (the NLI template and paraphrase baselines), phi_base reads y "
+            f"off b at 0.99-1.00 and REV is about 0 for every rationale, good or bad ([e-SNLI]({ESNLI_CURRENT}), "
+            f"[demo]({DEMO})).",
+            f"It pays a QA rationale for restating its answer: +0.233 nats on CoS-E over the same text with the answer "
+            f"blanked ([CoS-E]({COSE_TODAY})); `score.normalisation=sum` raised it from 0.239 to 0.652 in the run that "
+            f"measured it ([normalisation]({NORMALISATION})).",
+            f"It pays another instance's same-label rationale as much as the instance's own (e-SNLI gold - borrowed "
+            f"-0.004, 3 seeds: [zero point and borrowed rationales]({ESNLI_ZERO})).",
+            f"On CommonsenseQA's \"new and supporting information\" judgements it orders explanations against people "
+            f"(Spearman -0.163, pairwise 0.359; [human agreement]({HUMAN_CQA})).",
+        ),
+        bench_metrics="rev",
+    ),
+    "larev": CardText(
+        title="LAREV, leakage-aware REV (the thesis; the main method)",
+        summary=("REV's estimator with the rationale read by phi_LA, an evaluator trained to be invariant to the "
+                 "label leakage in b: IRM over baseline environments in which b's leaky spans are kept, masked or "
+                 "rewritten to another label, against a probe that reads the label from phi_LA's encoding of the "
+                 "masked baseline. Label leakage in b then earns a rationale nothing."),
+        formula="larev(x, y, r) = log p_LA(y | r, b) - log p_base(y | b)",
+        source=("the thesis (LAREV, 2026), eq. 4.4 as scored; phi_LA trained by eq. 4.10 (with the probe loss "
+                "clipped at chance, a deliberate departure: `larev.objective.probe_bound`)"),
+        terms=("b and phi_base: REV's (its card: [rev](rev.md))",
+               "phi_LA: trained on [r_e, b_e] over the environments E1 (b), E2 (b's leakage spans masked), E3 (the "
+               "spans rewritten to another label) and, with the QA label edits, E4; by ERM + lambda_irm * IRMv1 - "
+               "lambda_probe * the probe's loss bounded at log K (eq. 4.10); the spans come from Integrated "
+               "Gradients on phi_base and the span rule",
+               *_LOGP_TERMS),
+        unit="nats (a difference of log-probabilities)",
+        direction="higher = the rationale adds more label-relevant information beyond b, leakage in b discounted",
+        range="unbounded below; at most -log p_base(y | b)",
+        zero=("phi_LA reading [r, b] is as sure of y as phi_base reading b. This is **not** \"no new information\": "
+              "phi_LA is trained not to read b's leakage, which phi_base does read, so a rationale that adds nothing "
+              "scores about phi_LA's reading of no rationale, below 0 (e-SNLI, embedded: -1.65 nats). Read the "
+              "summary's `score_vs_empty` (the score minus the `empty` variant's) for \"more than no rationale\", "
+              "or use "
+              "[larev_vs_empty](larev_vs_empty.md)"),
+        aggregate="the mean over a source's rationales",
+        validated=(
+            f"[e-SNLI, 3 seeds, current code]({ESNLI_CURRENT}): gold-leaky 0.814 ± 0.169, gold-vacuous 0.887 ± "
+            "0.125, gold-gold_leaky -0.007 ± 0.022; SUM 1.694 ± 0.293 (sd 17 % of the mean)",
+            f"[e-SNLI with the zero point, borrowed rationales and controls]({ESNLI_ZERO}): no rationale scores "
+            "-1.652 and the variants that add nothing sit within 0.02 of it; gold - borrowed 0.013 ± 0.021; the "
+            "erm_envs control matches LAREV; SNLI human agreement 0.562 (REV 0.537)",
+            f"[real CoS-E with the label edits]({COSE_LABEL_EDITS}): a restated answer earns 0.025 nats (REV 0.233), "
+            "but every separation stays below 0 (SUM -0.148)",
+            f"[minilm next to the embedded backbone]({MINILM}): the thesis's weights collapse phi_LA on both; on "
+            "minilm LAREV ranks \"The answer is X.\" above gold",
+            f"[every metric on minilm-frozen]({MINILM_FROZEN_ALL}): CoS-E gold - leaky -0.156, restating - masked "
+            "0.215; CommonsenseQA acceptability 0.566 (REV 0.573, paired difference -0.007 [-0.024, 0.012])",
+            f"[LAREV while it was built]({BUILT}): earlier code, with the ablations (no IRM, no probe, ERM over the "
+            "environments)",
+            f"[the demo]({DEMO}), its issue-33 table: phi_LA reads no rationale, the vacuous baseline and \"The "
+            "answer is X.\" at chance and confidently wrong (about -6.6 nats)",
+        ),
+        failures=(
+            f"The thesis's weights (IRM 25 / probe 0.005) collapse a from-scratch phi_LA, and minilm's, to a constant "
+            f"prediction (accuracy 0.33, SUM within 0.007 of 0); the presets give IRM 1 (NLI) and 10 (QA) on "
+            f"the backbones trained here ([minilm]({MINILM}), [while it was built]({BUILT})).",
+            f"Training variance is large: one embedded seed of two collapsed even at IRM 1 (SUM 1.597 vs 0.176, "
+            f"[minilm]({MINILM})); over 3 seeds SUM's sd is 17 % of its mean ([e-SNLI]({ESNLI_CURRENT})): report "
+            f"several seeds.",
+            f"Its 0 is not \"no new information\": a rationale that adds nothing scores phi_LA's no-rationale reading "
+            f"(e-SNLI, embedded: -1.65 nats), so gold - leaky and gold - vacuous are mostly gold against no rationale "
+            f"([zero point]({ESNLI_ZERO})).",
+            f"It pays another instance's same-label rationale as much as the instance's own (gold - borrowed 0.013 ± "
+            f"0.021), and ERM over the same environments without IRM or probe matches it within two seed sds "
+            f"([controls]({ESNLI_ZERO})).",
+            f"Invariance is built on b, not r: a rationale that states the label is still paid (CoS-E gold - leaky "
+            f"-0.073; restating - masked 0.106 without the QA label edits, 0.025 with them; minilm e-SNLI gold - leaky "
+            f"-0.072) "
+            f"([label edits]({COSE_LABEL_EDITS}), [minilm]({MINILM})).",
+            f"On CoS-E a fresh phi_LA stays at chance (embedded, 4 epochs); the QA presets start it from REV's phi, "
+            f"which brings phi's reading of a restated answer with it ([from phi]({COSE_FROM_PHI}), "
+            f"[12 epochs]({COSE_12_EPOCHS})).",
+            f"When the span rule finds nothing to mask in b (minilm on CoS-E: its probe already at chance) only the "
+            f"label edits build E2-E4; `report.md` gives the residual before and after masking "
+            f"([CoS-E]({COSE_TODAY})).",
+        ),
+        reproduce=(("larev bench quality ... --metrics rev,larev --controls --out bench/larev-controls",
+                    "+ its controls, as control_NAME"),
+                   ("larev run --ablations no_irm,no_probe,erm_envs,thesis", "+ its ablations, as larev_NAME"),
+                   COSE_BENCH),
+        bench_metrics="rev,larev",
+        notes=("With `larev.ablations` and `larev.controls` the same step scores more rows: `larev_<ablation>` "
+               "(thesis table 5.6: no_irm, no_probe, erm_envs, thesis) and `control_<name>` (erm_envs, phi, r_only), "
+               "each with its own signature (its row name in the metric field).",),
+    ),
+    "larev_vs_empty": CardText(
+        title="LAREV against no rationale (larev's own; off unless asked for)",
+        summary=("LAREV's estimator with its zero point moved from phi_base's reading of b to phi_LA's own reading "
+                 "of no rationale, and a phi_LA (phi_LA') trained so that this zero holds: a rationale that says "
+                 "nothing about the instance (another instance's, a bare statement of the label, b itself) should "
+                 "leave phi_LA' where no rationale leaves it."),
+        formula="larev_vs_empty(x, y, r) = log p_LA'(y | r, b) - log p_LA'(y | empty, b)",
+        source=("no paper equation: larev's own metric (docs/methods.md, LAREV step 6). Its first term is "
+                "[larev](larev.md)'s (the thesis's eq. 4.4); phi_LA' is trained by eq. 4.10's terms plus the zero "
+                "terms (the thesis names invariance on the rationale side as future work)"),
+        terms=("phi_LA': a second phi_LA trained on LAREV's environments and probe with `larev`'s eq. 4.10 terms, "
+               "plus: every training instance also as [empty, b_e] -> y (its own cross-entropy term, out of the IRM "
+               "penalty); the borrowed-rationale term lambda_borrowed * KL(sg p(. | empty, b_e) || p(. | r', b_e)), "
+               "r' another training instance's rationale with the same label, a statement of the label, or b "
+               "itself; the zero terms start after `zero_terms_start` of the steps",
+               "empty: no rationale at all; phi_base is not used",
+               *_LOGP_TERMS),
+        unit="nats (a difference of log-probabilities)",
+        direction="higher = phi_LA' is more sure of y after reading r than before",
+        range="unbounded below; at most -log p_LA'(y | empty, b)",
+        zero=("phi_LA' believes no more after reading r than before; the `empty` variant scores exactly 0, and "
+              "a rationale about another instance should score about 0"),
+        aggregate="the mean over a source's rationales",
+        validated=(
+            f"Measured as LAREV under `larev.definition=new_information` (stops 44-51), which is this metric's formula "
+            f"([the note on top of benchmarks.md]({BENCH_TOP})); each section says the settings it ran with",
+            f"[minilm-frozen, e-SNLI, 3 seeds]({STOP49_FROZEN}): on the untouched test rows the zero holds in every "
+            "seed (borrowed +0.061 to +0.074, vacuous -0.016 to -0.002), gold - borrowed 0.044 / 0.029 / 0.026 with "
+            "intervals above 0; SNLI human agreement 0.628 against the thesis's LAREV 0.627",
+            f"[the embedded demo, stop 51]({STOP51}): gold - borrowed above 0 in every seed (+0.010, +0.018, +0.157), "
+            "a borrowed rationale within 0.1 nats of empty; run with the counterfactual twins, now opt-in "
+            "(`larev_vs_empty.exclusive_terms=demo`)",
+            f"[CoS-E, minilm-frozen]({COSE_NEW_INFORMATION}): vacuous and borrowed within 0.05 of empty, but \"The "
+            "answer is X.\" paid +0.148 and gold about 0",
+        ),
+        failures=(
+            "It trains on the kinds of text its `borrowed`, `vacuous` and `leaky` variants test (borrowed training "
+            f"pairs, label statements, b as r): those figures measure a trained behaviour on new pairs and wordings, "
+            f"not independent evidence; human judgements and perturbations it never trained on carry that "
+            f"([methods]({METHODS}#larev)).",
+            f"Its minilm-frozen settings (zero terms from 0.75 of the steps, weight 4) were chosen partly on the SNLI "
+            f"acceptability file, so that file's agreement is not an untouched measurement ([stop 49]"
+            f"({STOP49_FROZEN})).",
+            f"Holding the zero costs reading: on minilm-frozen e-SNLI the setting that held it in every seed (weight 4 "
+            f"from 0.75 of the steps) scores gold +0.10 instead of +0.14-0.15 and halves gold - borrowed ([stop 49]"
+            f"({STOP49_FROZEN})).",
+            f"It does not beat its erm_envs control on gold - borrowed (e-SNLI 0.044 / 0.029 / 0.026 against 0.073 / "
+            f"0.053 / 0.046), though the control pays a borrowed rationale +0.20 to +0.27 ([stop 49]"
+            f"({STOP49_FROZEN}), [stop 51]({STOP51_CONTROL})).",
+            f"On the embedded backbone the word-level vocabulary reads every unseen test word as one unknown token, "
+            f"so a borrowed contradiction rationale looks like the instance's own: its gold - borrowed comes from the "
+            f"entailment rows only ([stop 51]({STOP51_CONTROL})).",
+            f"On QA the zero holds but a stated label is still paid (CoS-E \"The answer is X.\" +0.148) and phi_LA' "
+            f"reads the answer-masked rows at chance ([CoS-E]({COSE_NEW_INFORMATION})).",
+            "`larev_vs_empty.exclusive_terms=demo` encodes the rule by which the demo generator makes its labels: a "
+            "test fixture, never a setting to report figures with.",
+        ),
+        reproduce=(("larev run --larev-vs-empty --set larev_vs_empty.exclusive_terms=demo",
+                    "stop 51's demo setting (a test fixture)"),),
+        bench_metrics="rev,larev,larev_vs_empty",
+    ),
+    "rora": CardText(
+        title="RORA, robust rationale evaluation (Jiang et al., 2024)",
+        summary=("How much more sure of the label an evaluator of (x, r) is than one of x alone, where the (x, r) "
+                 "evaluator Phi is trained with IRM over counterfactual rationales whose leaky spans were re-infilled "
+                 "for every label, so a rationale's label-leaking words earn nothing. Reads the task input x, not "
+                 "REV's baseline b."),
+        formula="rora(x, y, r) = log p_Phi(y | x, r) - log p_theta(y | x)",
+        source="Jiang et al. (2024), eq. 10; Phi trained by eq. 8 (IRMv1 over the label environments), theta by eq. 9",
+        terms=("leaky spans: words of the training rationales a deliberately weak rationale-only model reads the "
+               "label from (Integrated Gradients), chosen by larev's span rule (`rora.detection.rule`) until a "
+               "fresh probe on (x, masked r) reads no more than on x",
+               "D^e: the training rationales with their spans re-infilled for each label e by the infiller",
+               "Phi: trained on `input: x rationale: r^e` over every D^e (eq. 8); theta: on `input: x` alone "
+               "(eq. 9), shared with RQ and LAS",
+               "by default (`rora.train_on=gold`) the models learn from the gold training rationales and score every "
+               "source; the paper's per-source protocol is `--rora-train-on each_source`",
+               *_LOGP_TERMS[1:]),
+        unit="nats (a difference of log-probabilities)",
+        direction="higher = the rationale adds more label-relevant information beyond x, its leaky spans discounted",
+        range="unbounded below; at most -log p_theta(y | x)",
+        zero="Phi reading (x, r) is as sure of y as theta reading x alone: r adds nothing beyond the input",
+        aggregate="the mean over a source's rationales",
+        validated=(
+            f"[e-SNLI, every metric, seed 0, current code]({ESNLI_CURRENT}): SUM 0.033; Phi reads 0.42 (chance "
+            "0.333), so every score is within 0.02 of 0; the span rule's residual gain 0.137 (not converged)",
+            f"[gold-only models vs the per-source protocol]({RORA_PROTOCOL}): the table-2 pattern holds with "
+            "gold-only models and misses per source (gold_leaky 0.071 over gold 0.006)",
+            f"[real CoS-E, today's defaults]({COSE_TODAY}): Phi at chance (0.29), separations about 0; with the copy "
+            "term the spans find something to mask, the scores barely move",
+            f"[every metric on minilm-frozen]({MINILM_FROZEN_ALL}): Phi at chance on e-SNLI (0.345) and CoS-E "
+            "(0.31): every score the same number",
+            f"[agreement with human judgements]({HUMAN}): 0.520 (SNLI) and 0.503 (CommonsenseQA) pairwise, about "
+            "chance",
+            f"[quality on real e-SNLI]({ESNLI_OLD}): earlier code (threshold rule, per-source models): gold_leaky "
+            "0.296 and vacuous 0.263 above gold 0.122",
+        ),
+        failures=(
+            f"Phi learns little on these backbones: 0.42-0.45 on e-SNLI against chance 0.333, at chance on CoS-E and "
+            f"minilm-frozen, so every rationale gets about the same score ([e-SNLI]({ESNLI_CURRENT}), "
+            f"[minilm-frozen]({MINILM_FROZEN_ALL})).",
+            f"A RORA figure near 0 (leaky, restating - masked) can be vacuous: check the summary's `reads` and "
+            f"`accuracy_with` first ([CoS-E]({COSE_TODAY})).",
+            f"Masking leaves label information: on e-SNLI's gold rationales the span rule does not converge (residual "
+            f"gain 0.137), and masking 240 words removes what RORA measures before what the probe reads "
+            f"([e-SNLI]({ESNLI_CURRENT})).",
+            f"The paper's per-source protocol ranks gold_leaky above gold here (0.071 vs 0.006; the threshold rule "
+            f"0.296 vs 0.122) ([protocols]({RORA_PROTOCOL}), [older code]({ESNLI_OLD})).",
+            f"On QA a rationale-only model without the copy term cannot see a restated answer it never saw as a label "
+            f"(CoS-E: nothing masked); the QA preset turns the copy term on ([CoS-E]({COSE_TODAY})).",
+        ),
+        reproduce=(("larev run --rora-train-on each_source", "the paper's per-source protocol"), COSE_BENCH),
+        bench_metrics="rora",
+    ),
+    "rq": CardText(
+        title="RQ, rationale quality (Wiegreffe et al., 2021)",
+        summary=("Simulatability with the gold label: how much more often a proxy reading (x, r) predicts the gold "
+                 "label than theta reading x alone. An accuracy-based baseline; it does not discount leakage."),
+        formula="rq(x, y, r) = 1[proxy(x, r) predicts y] - 1[theta(x) predicts y]",
+        source=("Wiegreffe et al. (2021), as Chen et al. (2023) section 3.3 restate it; no equation number is cited "
+                "here (that paper is not among the project's copies in ../shared/papers)"),
+        terms=("y: the gold label",
+               "proxy: an evaluator trained on (x, r) of the source's own training-split rationales; a source with "
+               "no training split (a `larev score` file) is read by the gold rationales' proxy",
+               "theta: RORA's evaluator of x alone (the reference simulators train one model on both input forms; "
+               "two models of one backbone keep theta shared with RORA)",
+               "prediction: the argmax over the row's label set"),
+        unit="accuracy difference",
+        direction="higher = the rationale makes the gold label easier to predict than the input alone",
+        range="each rationale -1, 0 or 1; a source's mean in [-1, 1]",
+        zero="the proxy with r is right exactly as often as theta without it",
+        aggregate="the mean over a source's rationales (no leakage adjustment)",
+        validated=(
+            f"[e-SNLI, every metric, seed 0, current code]({ESNLI_CURRENT}): gold 0.456 against 0.593 for leaky, "
+            "gold_leaky and vacuous (each separation -0.137)",
+            f"[real CoS-E, today's defaults]({COSE_TODAY}): \"The answer is X.\" +0.563 over gold; restating - "
+            "masked 0.010 [-0.002, 0.021]",
+            f"[every metric on minilm-frozen]({MINILM_FROZEN_ALL}): on CoS-E \"The answer is X.\" gains 0.612, gold "
+            "0.145",
+            f"[agreement with human judgements]({HUMAN}): 0.566 (SNLI) and 0.500 (CommonsenseQA acceptability) "
+            "pairwise, many ties",
+            f"[quality on real e-SNLI]({ESNLI_OLD}): earlier code: every leaky variant above gold (-0.126 each)",
+        ),
+        failures=(
+            f"It pays label leakage by definition: \"The answer is X.\" beats the human explanation (e-SNLI -0.137, "
+            f"CoS-E -0.563) ([e-SNLI]({ESNLI_CURRENT}), [CoS-E]({COSE_TODAY})).",
+            f"Its proxy learns a fixed template, not to find an answer restated in free text: CoS-E restating - "
+            f"masked 0.010, interval over 0 ([CoS-E]({COSE_TODAY})).",
+            f"A proxy that does not learn makes every gain about 0 (CoS-E's gold rationales read at 0.30 after 12 "
+            f"epochs: [12 epochs]({COSE_12_EPOCHS})).",
+            f"Pointwise it is -1, 0 or 1: most pairs of one instance tie, so within-instance agreement with people "
+            f"sits at chance on CommonsenseQA (0.500; [human]({HUMAN})).",
+            "A rationale file scored with `larev score` has no training split: gold's proxy reads it, which is not "
+            "RQ's protocol for that source.",
+        ),
+        reproduce=(COSE_BENCH,),
+        bench_metrics="rq",
+    ),
+    "las": CardText(
+        title="LAS, leakage-adjusted simulatability (Hase et al., 2020)",
+        summary=("The simulatability gain for the label the rationale comes with, averaged within leaking and within "
+                 "non-leaking rationales and then macro-averaged, so that rationales that state the label weigh no "
+                 "more than the others."),
+        formula=("las = ( mean_{r leaks} g(r) + mean_{r does not leak} g(r) ) / 2,  "
+                 "g(r) = 1[proxy(x, r) predicts y] - 1[theta(x) predicts y]"),
+        source=("Hase et al. (2020), as Chen et al. (2023) section 3.3 restate it: the macro-average over leaking "
+                "and non-leaking rationales; no equation number is cited here (that paper is not among the "
+                "project's copies in ../shared/papers)"),
+        terms=("y: the label the rationale comes with (a model's prediction; gold for the built-in variants)",
+               "r leaks when the source's rationale-only model (RORA's, or one trained for RQ / LAS) recovers y "
+               "from r alone",
+               "proxy and theta: RQ's ([rq](rq.md))"),
+        unit="accuracy difference",
+        direction="higher = the rationale helps a simulator predict its label, leaking rationales weighed as one group",
+        range="[-1, 1]; NaN when every rationale of a source leaks, or none does",
+        zero="within each group, the proxy with r is right as often as theta without it, on average over the groups",
+        aggregate="`leak_macro`: the mean gain within each group, then the mean of the two groups",
+        validated=(
+            f"[e-SNLI, every metric, seed 0, current code]({ESNLI_CURRENT}): NaN for `leaky` (every rationale "
+            "leaks), gold 0.228 below gold_leaky 0.463 and vacuous 0.369",
+            f"[real CoS-E, today's defaults]({COSE_TODAY}): \"The answer is X.\" +0.579 over gold (+0.385 once the "
+            "leakage indicator has the copy term); restating - masked 0.013 [-0.007, 0.033]",
+            f"[every metric on minilm-frozen]({MINILM_FROZEN_ALL}): on CoS-E \"The answer is X.\" gains 0.660, gold "
+            "0.137",
+            f"[agreement with human judgements]({HUMAN}): the same pairwise figures as RQ (0.566 SNLI, 0.500 "
+            "CommonsenseQA acceptability): within one instance the two order rationales alike",
+            f"[quality on real e-SNLI]({ESNLI_OLD}): earlier code: gold_leaky and vacuous 0.789 against gold 0.291",
+        ),
+        failures=(
+            f"Undefined (NaN) when one group is empty: every `leaky` rationale leaks ([e-SNLI]({ESNLI_CURRENT})), as "
+            f"in RORA's table 2.",
+            f"A small group decides half the score: on e-SNLI the few non-leaking gold_leaky and vacuous rationales "
+            f"put both at 0.789 against gold's 0.291 ([earlier code]({ESNLI_OLD})).",
+            f"It depends on the leakage indicator: the copy term in the rationale-only model moved CoS-E's gold - "
+            f"leaky from -0.579 to -0.385 ([CoS-E]({COSE_TODAY})).",
+            f"Within a group it pays leakage as RQ does: \"The answer is X.\" +0.58 over gold on CoS-E "
+            f"([CoS-E]({COSE_TODAY})).",
+            "Pointwise it is RQ's gain for the rationale's own label: it orders the rationales of one instance as RQ "
+            "does, and a `larev score` file is read by gold's proxy.",
+        ),
+        reproduce=(COSE_BENCH,),
+        bench_metrics="las",
+    ),
+}
+
+SIGNATURE_TEXT: dict[str, str] = {
+    "metric": "the score row's name and its definition's version: a new formula under a name is a new version",
+    "backbone": ("the evaluator backbone (`model.backbone`), with `@` and the first 8 hex digits of the sha256 of the "
+                 "pretrained weights it starts from (none for `embedded`, which is built from its settings)"),
+    "settings": ("the first 8 hex digits of the sha256 of the resolved settings (presets filled) of the sections "
+                 "below, as canonical JSON"),
+    "seed": "the evaluators' training seed (`train.seed`)",
+    "larev": "the larev version that scored",
+}
+
+VALIDITY_LINE = ("**The validity benchmark (`larev bench validity`, a later issue) has not produced figures for "
+                 "`{name}` yet.** What has been measured so far, in docs/benchmarks.md (none of it carries a "
+                 "signature: it predates them; each section says which code and settings it ran):")
+
+
+# ---- from the registry ----------------------------------------------------------------------------------------
+
+def card_names(metrics: list[Metric]) -> list[str]:
+    """Every registered metric's score names, in registry order: one card each."""
+    return [name for m in metrics for name in m.names()]
+
+
+def _owner(metrics: list[Metric], name: str) -> Metric:
+    for metric in metrics:
+        if name in metric.names():
+            return metric
+    raise ConfigError(f"no metric named {name!r}; the metrics with a card: {', '.join(card_names(metrics))}")
+
+
+def _section_owner(metrics: list[Metric], section: str) -> Metric | None:
+    """The metric that declares `section`'s options model."""
+    return next((m for m in metrics if m.section == section and m.options is not None), None)
+
+
+def signed_sections(metric: Metric) -> list[str]:
+    """The parameter sections whose resolved settings enter `metric`'s settings digest (tasks.metric.metric_settings):
+    the run's SIGNED_SECTIONS, then the metric's `signature_sections()`."""
+    return list(dict.fromkeys([*SIGNED_SECTIONS, *metric.signature_sections()]))
+
+
+def _switches(metric: Metric, field: str) -> list[str]:
+    return [o.flag for o in metric.cli_options if o.field == field]
+
+
+def _trains(metrics: list[Metric], metric: Metric) -> str:
+    if metric.section is None:
+        return "always: it has no parameter section, so no switch turns it off"
+    owner = _section_owner(metrics, metric.section)
+    if owner is None:
+        return f"with section `{metric.section}`"
+    default = owner.options.model_fields["enabled"].default if "enabled" in owner.options.model_fields else True
+    switches = _switches(owner, "enabled")
+    whose = "" if owner is metric else f", which `{owner.name}` owns: it trains and scores with it"
+    text = (f"{'by default' if default else 'only when asked for'}: `{metric.section}.enabled` (default "
+            f"`{str(bool(default)).lower()}`){whose}")
+    return text + (f"; {', '.join(code(s) for s in switches)}" if switches else "")
+
+
+def _header(metrics: list[Metric], metric: Metric, name: str, text: CardText | None) -> list[str]:
+    cls, version = type(metric), metric.definition_version
+    others = [n for n in metric.names() if n != name]
+    registered = f"`{metric.name}`: `{cls.__module__}.{cls.__qualname__}` in flows/metrics.py's `METRICS`"
+    if others:
+        registered += f", with score rows {', '.join(code(n) for n in metric.names())}"
+    rows = [("score rows", code(name)),
+            ("registered as", registered),
+            ("definition version", f"`{version}` (signature `metric:{name}.{version}`)"),
+            ("trains and scores", _trains(metrics, metric)),
+            ("`--metrics` name", f"`{name}` (`larev bench quality --metrics`)")]
+    if metric.description:
+        rows.append(("description", metric.description))
+    if text is not None:
+        rows.append(("unit", text.unit))
+    return table(("", ""), rows)
+
+
+def _signature(metric: Metric, name: str) -> list[str]:
+    version = metric.definition_version
+    lines = ["## Signature", "",
+             f"Every score row of `{name}` carries a signature (larev/signature.py), one string per run: scores are "
+             "comparable only when their signatures are equal, and `larev compare` refuses (exit 2) to compare "
+             "scores whose signatures differ in anything but the seed.", "",
+             code(f"metric:{name}.{version}|backbone:BACKBONE[@WEIGHTS]|settings:DIGEST|seed:SEED|larev:VERSION"), ""]
+    lines += table(("field", "what it holds"),
+                   [(code(f), (f"`{name}.{version}`: " if f == "metric" else "") + SIGNATURE_TEXT[f])
+                    for f in SIGNATURE_FIELDS])
+    sections = signed_sections(metric)
+    own = [s for s in sections if s not in SIGNED_SECTIONS]
+    lines += ["", "The settings digest covers the sections "
+              + ", ".join(code(s) for s in sections)
+              + f": the run's own ({', '.join(code(s) for s in SIGNED_SECTIONS)}; `data` names its files by their "
+              "sha256, not their paths)"
+              + (f" and {', '.join(code(s) for s in own)} (`signature_sections()`)" if own else
+                 ", and no section of the metric's own")
+              + f". Fields named {', '.join(code(f) for f in PLACEMENT_FIELDS)} are left out: they say where a step "
+              "runs, not what it computes."]
+    return lines
+
+
+def _options(metrics: list[Metric], metric: Metric) -> list[str]:
+    lines = ["## Options", ""]
+    if metric.section is None:
+        return lines + [f"None of its own: `{metric.name}` reads the run's sections "
+                        f"({', '.join(code(s) for s in SIGNED_SECTIONS)}; `larev run --help`)."]
+    owner = _section_owner(metrics, metric.section)
+    if owner is not metric:
+        where = f" (its card: [{owner.names()[0]}]({owner.names()[0]}.md#options))" if owner is not None else ""
+        return lines + [f"None of its own: it reads section `{metric.section}`{where}, whose settings it trains "
+                        "and scores with and whose digest its signature carries."]
+    options = metric.options()
+    lines += [f"Section `{metric.section}`" + (f": {metric.description}." if metric.description else ".")
+              + f" Set any of them with `--set {metric.section}.PATH=VALUE` or a `--params` file; a default of "
+              "`null` or `auto` is filled before the first metric step by the presets named (larev/presets.toml) "
+              "or copies the setting after `=`; run.json records what filled each.", ""]
+    rows = []
+    for row in option_rows(options):
+        if row.section:
+            rows.append((f"**{row.path}**", "", row.description))
+        else:
+            rows.append((code(row.path), default_text(metric.section, row), row.description))
+    lines += table(("setting", "default", "what it does"), rows)
+    if metric.cli_options:
+        lines += ["", "Command-line switches (`larev run`, `larev bench quality`):", ""]
+        lines += table(("switch", "sets", "help"),
+                       [(code(o.flag), code(f"{metric.section}.{o.field}")
+                         + (f" = `{str(o.const).lower() if isinstance(o.const, bool) else o.const}`"
+                            if o.is_switch else ""), o.help or "the setting's own description")
+                        for o in metric.cli_options])
+    return lines
+
+
+def _enable_flag(metrics: list[Metric], metric: Metric) -> str:
+    """What `larev run` needs to train `metric` when it is off by default ('' when it is on)."""
+    owner = _section_owner(metrics, metric.section) if metric.section else None
+    if owner is None or owner.options.model_fields.get("enabled") is None:
+        return ""
+    if owner.options.model_fields["enabled"].default:
+        return ""
+    on = [o.flag for o in owner.cli_options if o.field == "enabled" and o.is_switch and o.const is True]
+    return f" {on[0]}" if on else f" --set {metric.section}.enabled=true"
+
+
+def _reproduce(metrics: list[Metric], metric: Metric, name: str, text: CardText | None) -> list[str]:
+    on = _enable_flag(metrics, metric)
+    bench = ESNLI_BENCH.format(metrics=(text.bench_metrics if text and text.bench_metrics else name), name=name)
+    commands = [(f"larev run{on}", "the demo data (NLI): runs/demo-nli/"),
+                (f"larev run{on} --task nli --train train.parquet --test test.jsonl --run-name mine", ""),
+                ("larev score --run runs/demo-nli --rationales my_model.jsonl --name my-model", "your rationales"),
+                ("larev show runs/demo-nli --report", "the scores, each with its signature"),
+                (bench, ""),
+                *(text.reproduce if text else ()),
+                (f"larev show --metric {name}", "this card")]
+    lines = [f"{c}  # {comment}" if comment else c for c, comment in commands]
+    return ["## Reproduce", "", "```bash", *lines, "```"]
+
+
+def build_card(metrics: list[Metric], name: str) -> str:
+    """The Markdown card of score name `name` (module docstring): its text from CARDS, the rest from its Metric."""
+    metric = _owner(metrics, name)
+    text = CARDS.get(name)
+    title = text.title if text else metric.description or name
+    lines = [f"# `{name}`: {title}", "",
+             f"_Generated from the metric's declarations and its text in tasks/cards.py by `{WRITE_COMMAND}`; "
+             "tests/test_cards.py fails when this file differs. Edit those, not this file._", ""]
+    if text is None:
+        lines += [f"No card text yet: add `{name}` to `CARDS` in tasks/cards.py.", ""]
+    else:
+        lines += [text.summary, ""]
+    lines += _header(metrics, metric, name, text) + [""]
+    if text is not None:
+        lines += ["## Formula", "", f"**Formula:** `{text.formula}`: {text.source}.", ""]
+        lines += [f"- {t}" for t in text.terms] + [""]
+        lines += ["## Reading a score", "",
+                  f"- **Direction:** {text.direction}.",
+                  f"- **Range:** {text.range}.",
+                  f"- **0 means:** {text.zero}.",
+                  f"- **A source's score:** {text.aggregate}.",
+                  *[f"- {n}" for n in text.notes], ""]
+        lines += ["## Validated on", "", VALIDITY_LINE.format(name=name), ""]
+        lines += [f"- {v}" for v in text.validated] + [""]
+        lines += ["## Known failure modes", ""] + [f"- {f}" for f in text.failures] + [""]
+    lines += _signature(metric, name) + [""]
+    lines += _options(metrics, metric) + [""]
+    lines += _reproduce(metrics, metric, name, text)
+    return "\n".join(lines) + "\n"
+
+
+def build_index(metrics: list[Metric]) -> str:
+    """docs/metrics/README.md: one line per card."""
+    lines = ["# Metric cards", "",
+             "One card per metric score name, as Hugging Face `evaluate` keeps one beside each metric: the formula "
+             "with its paper's equation, how to read a score, what it was measured on, how it fails, its signature, "
+             "its options and the commands that reproduce it. `larev show --metric NAME` prints one.", "",
+             f"_Generated from the registry (flows/metrics.py) and tasks/cards.py by `{WRITE_COMMAND}`; "
+             "tests/test_cards.py fails when a file here differs._", ""]
+    for name in card_names(metrics):
+        text = CARDS.get(name)
+        what = f"{text.title}: `{text.formula}`" if text else "no card text yet"
+        lines.append(f"- [`{name}`]({name}.md): {what}")
+    return "\n".join(lines) + "\n"
+
+
+def build_cards(metrics: list[Metric]) -> dict[str, str]:
+    """{file name: Markdown} of every card and the index, as docs/metrics/ must hold them."""
+    return {**{f"{name}.md": build_card(metrics, name) for name in card_names(metrics)}, INDEX: build_index(metrics)}
+
+
+def write_cards(metrics: list[Metric], directory: str | Path) -> list[str]:
+    """Write `build_cards(metrics)` into `directory`; the names of the files whose content changed."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    changed = []
+    for name, text in build_cards(metrics).items():
+        path = out / name
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(name)
+    return changed
+
+
+def metric_card(metrics: list[Metric], name: str) -> str:
+    """The card of `name` (a score name, any case); a ConfigError naming the known ones for an unknown name."""
+    return build_card(metrics, name.strip().lower())

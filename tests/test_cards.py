@@ -1,0 +1,176 @@
+"""Metric cards (docs/metrics/, tasks/cards.py, larev/cards.py): every registered metric's score name has one, the
+committed cards are exactly what the generator makes from the registry and the card texts, their links land on
+headings that exist, and `larev show --metric NAME` prints one. Pure: no Prefect run, no models."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from flows.cli import EXIT_BAD_INPUT, main
+from flows.metrics import METRICS
+from larev.cards import cell, filled_by, heading_anchors, heading_slug, option_rows, relative_links, table
+from larev.methods.leakage_aware.config import LarevConfig
+from larev.signature import SIGNATURE_FIELDS
+from tasks.cards import (CARDS, INDEX, SIGNATURE_TEXT, WRITE_COMMAND, build_card, build_cards, card_names,
+                         signed_sections)
+from tasks.metric import SIGNED_SECTIONS, Metric
+
+REPO = Path(__file__).resolve().parents[1]
+CARDS_DIR = REPO / "docs" / "metrics"
+PAPERS = REPO.parent / "shared" / "papers"
+
+
+# ---- every metric has a card, and the committed cards are the generator's ------------------------------------------
+
+def test_every_registered_score_name_has_a_card_text_and_a_committed_card():
+    names = card_names(METRICS)
+    assert names == ["rev", "larev", "larev_vs_empty", "rora", "rq", "las"]
+    assert set(CARDS) == set(names), "tasks/cards.py CARDS must hold one text per registered score name, no more"
+    assert {p.name for p in CARDS_DIR.glob("*.md")} == {f"{n}.md" for n in names} | {INDEX}
+    index = (CARDS_DIR / INDEX).read_text()
+    assert all(f"]({n}.md)" in index for n in names)
+
+
+def test_the_committed_cards_equal_the_generators_output():
+    stale = [name for name, text in build_cards(METRICS).items()
+             if not (CARDS_DIR / name).exists() or (CARDS_DIR / name).read_text(encoding="utf-8") != text]
+    assert not stale, (f"docs/metrics/ differs from what the registry and tasks/cards.py generate "
+                       f"({', '.join(stale)}): run `{WRITE_COMMAND}` from the repository root and commit the result")
+
+
+def test_every_link_of_a_card_lands_on_a_file_and_a_heading_that_exist():
+    checked = 0
+    for name, text in build_cards(METRICS).items():
+        for path, anchor in relative_links(text):
+            target = (CARDS_DIR / path).resolve() if path else CARDS_DIR / name
+            assert target.is_file(), f"{name}: link to {path} (no such file)"
+            if anchor:
+                assert anchor in heading_anchors(target.read_text(encoding="utf-8")), \
+                    f"{name}: no heading #{anchor} in {target.relative_to(REPO)}"
+            checked += 1
+    assert checked > 30  # the cards cite docs/benchmarks.md throughout
+
+
+# ---- what each card says ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, cited", [("rev", ["eq. 5", "eq. 6"]), ("larev", ["eq. 4.4", "eq. 4.10"]),
+                                         ("rora", ["eq. 10", "eq. 8"]), ("larev_vs_empty", ["no paper equation"]),
+                                         ("rq", ["Wiegreffe et al. (2021)"]), ("las", ["Hase et al. (2020)",
+                                                                                       "macro-average"])])
+def test_each_card_gives_the_formula_with_its_source(name, cited):
+    card = build_card(METRICS, name)
+    formula = next(line for line in card.splitlines() if line.startswith("**Formula:**"))
+    assert all(c in formula for c in cited), formula
+    for section in ("## Reading a score", "**Direction:**", "**Range:**", "**0 means:**", "## Validated on",
+                    "`larev bench validity`", "## Known failure modes", "## Signature", "## Options",
+                    "## Reproduce"):
+        assert section in card, f"{name}: {section} missing"
+
+
+@pytest.mark.skipif(not PAPERS.is_dir(), reason="../shared/papers is not checked out here")
+def test_the_equation_numbers_the_cards_cite_are_in_the_papers():
+    rev, rora, thesis = ((PAPERS / f).read_text(errors="replace") for f in
+                         ("002_961fbb58ab26cda0.txt", "000_742ae05cdd194ffc.txt", "001_a583c256f33bfb67.txt"))
+    assert "(5)" in rev and "(6)" in rev
+    assert "(8)" in rora and "(10)" in rora
+    assert "(4.4)" in thesis and "(4.10)" in thesis
+
+
+def test_the_signature_section_names_every_field_and_the_sections_of_the_digest():
+    assert tuple(SIGNATURE_TEXT) == SIGNATURE_FIELDS
+    expected = {"rev": [], "larev": ["larev"], "larev_vs_empty": ["larev", "larev_vs_empty"], "rora": ["rora"],
+                "rq": ["rora"], "las": ["rora"]}
+    for metric in METRICS:
+        for name in metric.names():
+            assert signed_sections(metric) == [*SIGNED_SECTIONS, *expected[name]]
+            card = build_card(METRICS, name)
+            signature = card.split("## Signature")[1].split("## Options")[0]
+            assert f"metric:{name}.{metric.definition_version}|backbone:" in signature
+            assert all(f"| `{field}` |" in signature for field in SIGNATURE_FIELDS)
+            assert all(f"`{s}`" in signature for s in signed_sections(metric))
+            assert "`device`" in signature  # placement fields are left out, and the card says so
+
+
+def test_the_options_table_is_the_sections_fields_with_their_defaults():
+    card = build_card(METRICS, "larev")
+    options = card.split("## Options")[1]
+    for row in option_rows(LarevConfig()):
+        assert f"`{row.path}`" in options or f"**{row.path}**" in options
+    assert "| `probe_train.epochs` | `3` |" in options  # the section's default factory, not TrainConfig's own default
+    assert "| `la_dropout` | `null`: `demo-embedded`, `=model.dropout` |" in options
+    assert "| `--no-larev` | `larev.enabled` = `false` |" in options
+    # RQ and LAS read RORA's section: their card points there instead of repeating it
+    assert "its card: [rora](rora.md#options)" in build_card(METRICS, "las")
+    assert "None of its own" in build_card(METRICS, "rev")
+
+
+def test_a_metric_without_card_text_still_gets_the_generated_parts():
+    toy = Metric()
+    toy.name, toy.definition_version, toy.description = "toy", "v2", "a toy metric"
+    card = build_card([*METRICS, toy], "toy")
+    assert "No card text yet: add `toy` to `CARDS`" in card
+    assert "metric:toy.v2|backbone:" in card and "## Reproduce" in card
+
+
+# ---- larev/cards.py, the pure part -------------------------------------------------------------------------------
+
+def test_anchors_are_githubs():
+    assert heading_slug("Every metric with today's defaults (`make bench-cose`, HEAD 8c01df4)") == \
+        "every-metric-with-todays-defaults-make-bench-cose-head-8c01df4"
+    assert heading_slug("phi_LA started from REV's phi (`--set larev.la_start=phi`)") == \
+        "phi_la-started-from-revs-phi---set-larevla_startphi"
+    markdown = "# Top\n\n## What this says\n\n```bash\n# not a heading\n```\n\n### What this says\n"
+    assert heading_anchors(markdown) == ["top", "what-this-says", "what-this-says-1"]
+    assert relative_links("[a](../b.md#c) [d](https://x.org/#e) `[f](g.md)` [h](#top)") == [("../b.md", "c"),
+                                                                                          ("", "top")]
+
+
+def test_table_cells_keep_pipes_and_stay_on_one_line():
+    assert cell("KL(p(.|a) || q)\n next") == "KL(p(.\\|a) \\|\\| q) next"
+    assert table(("a", "b"), [("1", "x|y")]) == ["| a | b |", "| --- | --- |", "| 1 | x\\|y |"]
+
+
+def test_what_fills_an_unset_setting_comes_from_the_presets_and_the_derived_settings():
+    assert filled_by("larev.objective.lambda_irm") == ["thesis-nli", "thesis-qa", "small-backbone-nli",
+                                                       "small-backbone-qa"]
+    assert filled_by("larev_vs_empty.la_min_steps") == ["demo-embedded-no-rationale-reference",
+                                                        "=larev.la_min_steps"]
+    assert filled_by("rora.phi_train.learning_rate") == ["=train.learning_rate"]
+    assert filled_by("train.learning_rate") == ["pretrained-learning-rate", "embedded-learning-rate",
+                                                "minilm-frozen-learning-rates"]
+
+
+# ---- the command line ---------------------------------------------------------------------------------------------
+
+def test_larev_show_metric_prints_the_card(capsys):
+    assert main(["show", "--metric", "larev"]) == 0
+    out = capsys.readouterr().out
+    assert out == (CARDS_DIR / "larev.md").read_text(encoding="utf-8")
+    formula = [line for line in out.splitlines() if line.startswith("**Formula:**")]
+    assert len(formula) == 1 and "eq. 4.4" in formula[0]
+    assert re.search(r"log p_LA\(y \| r, b\) - log p_base\(y \| b\)", formula[0])
+
+
+def test_larev_show_an_unknown_metric_fails_naming_the_known_ones(capsys):
+    assert main(["show", "--metric", "bleu"]) == EXIT_BAD_INPUT == 2
+    err = capsys.readouterr().err
+    assert "'bleu'" in err and all(name in err for name in card_names(METRICS))
+
+
+def test_larev_show_needs_a_run_or_a_metric_not_both(capsys, tmp_path):
+    assert main(["show"]) == EXIT_BAD_INPUT
+    assert "--metric NAME" in capsys.readouterr().err
+    assert main(["show", str(tmp_path), "--metric", "rev"]) == EXIT_BAD_INPUT
+    assert "not both" in capsys.readouterr().err
+
+
+def test_larev_show_write_cards_writes_what_is_committed(capsys, tmp_path):
+    assert main(["show", "--write-cards", str(tmp_path)]) == 0
+    assert "rewrote" in capsys.readouterr().out
+    for path in CARDS_DIR.glob("*.md"):
+        assert (tmp_path / path.name).read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+    assert main(["show", "--write-cards", str(tmp_path)]) == 0
+    assert "every card was up to date" in capsys.readouterr().out
