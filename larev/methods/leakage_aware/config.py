@@ -25,47 +25,58 @@ def thesis_weights(task: str) -> tuple[float, float]:
     return settings["larev.objective.lambda_irm"], settings["larev.objective.lambda_probe"]
 
 
-class LeakageAwareConfig(_Config):
-    """phi_LA's training objective as the core trains it: eq. 4.10's terms and, for the no-rationale-reference
-    metric, the zero terms (no-rationale instances, the borrowed-rationale term, label statements, baselines as
-    rationales, counterfactual twins). A pipeline run builds it from `LarevConfig.objective_for` or
-    `LarevVsEmptyConfig.objective`, resolved; None / 'auto' here (a direct caller of the core) read the presets
-    for the backbone on real data (`weights`, `irm_target`, `resolved`)."""
+class ThesisObjective(_Config):
+    """`larev.objective`: the terms of the thesis's phi_LA objective (eq. 4.10). Unset: the preset for the backbone
+    and task (larev/presets.toml)."""
 
-    lambda_irm: float | None = Field(None, ge=0, description="IRMv1 weight (eq. 4.10); unset: the backbone's preset")
-    lambda_probe: float | None = Field(None, ge=0, description="probe-loss weight (eq. 4.10); unset: the backbone's "
-                                                               "preset")
+    lambda_irm: float | None = Field(None, ge=0, description="IRMv1 weight; unset: the preset (the thesis's 25 / 5 on "
+                                                             "hub checkpoints, 1 / 10 on the backbones trained here)")
+    lambda_probe: float | None = Field(None, ge=0, description="probe-loss weight; unset: the preset (the thesis's)")
     warmup_fraction: float = Field(1 / 3, ge=0, le=1, description="both weights ramp up over this share of steps")
     probe_bound: bool = Field(True, description="clip the subtracted probe loss at chance level (log K): a "
-                                                "departure from eq. 4.10, whose subtraction is unbounded "
+                                                "deliberate departure from eq. 4.10, whose subtraction is unbounded "
                                                 "(docs/methods.md)")
     irm_on: Literal["auto", "tokens", "label_set"] = Field(
-        "auto", description="what the IRM scale multiplies: the decoder's token logits over the vocabulary "
-                            "(thesis eq. 4.6), or the label-set scores s_k = log p(label k | input) that every "
-                            "larev metric is computed from (RORA eq. 8's normalisation); 'auto': the preset")
-    empty_rationales: bool = Field(
-        True, description="every instance also trains with no rationale, [empty, b_e] -> y, in one of its "
-                          "environments (seeded): the no-rationale reading is then a trained reading")
+        "auto", description="what the IRM scale multiplies: the decoder's token logits (thesis eq. 4.6) or the "
+                            "label-set scores (RORA eq. 8's normalisation); 'auto': the preset")
+
+
+class ZeroTerms(_Config):
+    """The terms that make a no-rationale reading the zero point (larev_vs_empty; docs/methods.md, LAREV step 6)."""
+
     lambda_borrowed: float | None = Field(
         None, ge=0, description="weight of the borrowed-rationale consistency term: KL(sg p(.|empty, b_e) || "
                                 "p(.|r', b_e)) over the label set, r' another training instance's rationale with "
-                                "the same label. Needs empty_rationales; 0: off; unset: the preset")
+                                "the same label. 0: off. Unset: the preset (2; 4 on minilm-frozen)")
     label_statements: float = Field(
         0.5, ge=0, le=1, description="share of the borrowed-rationale rows whose r' states the label and nothing "
-                                     "else ('It is {label}.'; instances.LABEL_STATEMENT_TEMPLATES, never the "
-                                     "test's `leaky` template)")
+                                     "else ('It is {label}.'; instances.LABEL_STATEMENT_TEMPLATES), never the "
+                                     "test's `leaky` template")
     baseline_rationales: float = Field(
         0.25, ge=0, le=1, description="share of the borrowed-rationale rows whose r' is the instance's own baseline b "
                                       "(drawn after the label statements)")
+    zero_terms_start: float | None = Field(
+        None, ge=0, lt=1, description="share of phi_LA's steps on eq. 4.10 alone before the no-rationale rows and the "
+                                      "borrowed term ramp in (over warmup_fraction of the steps left); an epoch "
+                                      "that ends before both are at full weight is not kept by model selection "
+                                      "(unless it is the last). Unset: the preset (0.5; 0.75 on minilm-frozen)")
+
+
+class LeakageAwareConfig(ThesisObjective, ZeroTerms):
+    """phi_LA's training objective as the core trains it: eq. 4.10's terms (ThesisObjective) and, for the
+    no-rationale-reference metric, the zero terms (ZeroTerms, the no-rationale instances, counterfactual twins).
+    A pipeline run builds it from `LarevConfig.objective_for` or `LarevVsEmptyConfig.objective`, resolved; None /
+    'auto' here (a direct caller of the core) read the presets for the backbone on real data (`weights`,
+    `irm_target`, `resolved`)."""
+
+    empty_rationales: bool = Field(
+        True, description="every instance also trains with no rationale, [empty, b_e] -> y, in one of its "
+                          "environments (seeded): the no-rationale reading is then a trained reading; needed by "
+                          "lambda_borrowed > 0")
     counterfactual_rationales: float = Field(
         0.0, ge=0, le=1, description="share of the NLI training instances that also train on a counterfactual twin "
                                      "(r's exclusive term swapped, the label flipped; counterfactuals.py) where "
                                      "exclusive terms are given. 0: off")
-    zero_terms_start: float | None = Field(
-        None, ge=0, lt=1, description="share of the steps phi_LA trains on eq. 4.10 alone before the no-rationale "
-                                      "rows and the borrowed term ramp in (over warmup_fraction of the steps "
-                                      "left); an epoch that ends before both are at full weight is not kept by "
-                                      "model selection (unless it is the last). Unset: the preset")
 
     @model_validator(mode="after")
     def _borrowed_needs_empty(self) -> "LeakageAwareConfig":
@@ -94,22 +105,6 @@ class LeakageAwareConfig(_Config):
         presets = preset_values(backbone, task, "real")
         return (presets["larev.objective.lambda_irm"][0] if self.lambda_irm is None else self.lambda_irm,
                 presets["larev.objective.lambda_probe"][0] if self.lambda_probe is None else self.lambda_probe)
-
-
-class ThesisObjective(_Config):
-    """`larev.objective`: the terms of the thesis's phi_LA objective (eq. 4.10). Unset: the preset for the backbone
-    and task (larev/presets.toml)."""
-
-    lambda_irm: float | None = Field(None, ge=0, description="IRMv1 weight; unset: the preset (the thesis's 25 / 5 on "
-                                                             "hub checkpoints, 1 / 10 on the backbones trained here)")
-    lambda_probe: float | None = Field(None, ge=0, description="probe-loss weight; unset: the preset (the thesis's)")
-    warmup_fraction: float = Field(1 / 3, ge=0, le=1, description="both weights ramp up over this share of steps")
-    probe_bound: bool = Field(True, description="clip the subtracted probe loss at chance level (log K): a "
-                                                "deliberate departure from eq. 4.10, whose subtraction is unbounded "
-                                                "(docs/methods.md)")
-    irm_on: Literal["auto", "tokens", "label_set"] = Field(
-        "auto", description="what the IRM scale multiplies: the decoder's token logits (thesis eq. 4.6) or the "
-                            "label-set scores (RORA eq. 8's normalisation); 'auto': the preset")
 
 
 # The thesis's objective has none of the zero terms: no no-rationale instances, no borrowed term, no label
@@ -190,24 +185,12 @@ class LarevConfig(_Config):
         return LeakageAwareConfig(**{**self.objective.model_dump(), **THESIS_OBJECTIVE, **update})
 
 
-class LarevVsEmptyConfig(_Config):
+class LarevVsEmptyConfig(ZeroTerms):
     """`larev_vs_empty`: the no-rationale-reference metric, log p_LA(y | r, b) - log p_LA(y | empty, b). Its phi_LA
-    trains on LAREV's environments with eq. 4.10's terms (`larev.objective`) plus the zero terms below, so that a
-    rationale that says nothing about the instance scores about 0 (docs/methods.md). Off unless asked for."""
+    trains on LAREV's environments with eq. 4.10's terms (`larev.objective`) plus the zero terms (ZeroTerms), so
+    that a rationale that says nothing about the instance scores about 0 (docs/methods.md). Off unless asked for."""
 
     enabled: bool = Field(False, description="train its phi_LA and score larev_vs_empty (reads LAREV's environments)")
-    lambda_borrowed: float | None = Field(
-        None, ge=0, description="weight of the borrowed-rationale consistency term: KL(sg p(.|empty, b_e) || "
-                                "p(.|r', b_e)) over the label set, r' another training instance's rationale with "
-                                "the same label. 0: off. Unset: the preset (2; 4 on minilm-frozen)")
-    label_statements: float = Field(
-        0.5, ge=0, le=1, description="share of the borrowed-rationale rows whose r' states the label and nothing "
-                                     "else ('It is {label}.'), never the test's `leaky` template")
-    baseline_rationales: float = Field(
-        0.25, ge=0, le=1, description="share of the borrowed-rationale rows whose r' is the instance's own baseline b")
-    zero_terms_start: float | None = Field(
-        None, ge=0, lt=1, description="share of phi_LA's steps on eq. 4.10 alone before the no-rationale rows and the "
-                                      "borrowed term ramp in. Unset: the preset (0.5; 0.75 on minilm-frozen)")
     la_min_steps: int | None = Field(
         None, ge=0, description="its phi_LA's minimum optimizer steps. Unset: the preset, else larev.la_min_steps")
     exclusive_terms: Literal["none", "demo"] = Field(
@@ -227,10 +210,8 @@ class LarevVsEmptyConfig(_Config):
     def objective(self, larev: LarevConfig) -> LeakageAwareConfig:
         """The core objective: `larev.objective`'s eq. 4.10 terms plus this metric's zero terms."""
         twins = self.counterfactual_rationales if self.exclusive_terms != "none" else 0.0
-        return LeakageAwareConfig(**larev.objective.model_dump(), empty_rationales=True,
-                                  lambda_borrowed=self.lambda_borrowed, label_statements=self.label_statements,
-                                  baseline_rationales=self.baseline_rationales, zero_terms_start=self.zero_terms_start,
-                                  counterfactual_rationales=twins)
+        return LeakageAwareConfig(**larev.objective.model_dump(), **self.model_dump(include=set(ZeroTerms.model_fields)),
+                                  empty_rationales=True, counterfactual_rationales=twins)
 
 
 def la_model_for(model: ModelConfig, la_dropout: float) -> ModelConfig:
