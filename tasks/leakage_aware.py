@@ -8,6 +8,7 @@ import polars as pl
 import larev.methods.leakage_aware.config as la_config
 import larev.methods.leakage_aware.instances as instances
 from larev.config import ModelConfig, TrainConfig
+from larev.errors import ConfigError
 from larev.formats import baseline_input
 from larev.leakage.attribution import AttributionConfig
 from larev.methods.leakage_aware.antonyms import AntonymConfig
@@ -247,7 +248,14 @@ class LeakageAware(Metric):
 
     def score(self, run: Run, models: dict[str, ArtifactRef],
               rationales: ArtifactRef | list[ArtifactRef]) -> list[ArtifactRef]:
-        """Every model of `model_names` with REV's estimator against phi_base on b (eq. 4.4)."""
+        """Every model of `model_names` with REV's estimator against phi_base on b (eq. 4.4). A finished run whose
+        run.json records another `larev.definition` (made before larev_vs_empty was a metric of its own) trained
+        its phi_LA for another formula: refused, naming what to do."""
+        saved = (run.saved_params or {}).get("larev", {}) if run.params is None else {}
+        if saved.get("definition", "thesis") != "thesis":
+            raise ConfigError(f"this run's LAREV phi_LA was trained under larev.definition={saved['definition']}, "
+                              "which is the metric larev_vs_empty now; `larev` is eq. 4.4 with the thesis's phi_LA. "
+                              "Run the pipeline again (larev run ..., --larev-vs-empty for the other) to score with it")
         return [score_with_estimator(run, name, models[name], models["phi_base"], rationales, zero="base")
                 for name in self.model_names(models)]
 

@@ -556,3 +556,20 @@ def test_the_borrowed_term_is_the_same_whether_or_not_the_irm_penalty_decoded_th
                           0.0, False, torch.device("cpu"), False, w_borrowed=1.0, w_empty=1.0)[1][3]
               for irm_on in ("tokens", "label_set")]
     assert values[0] > 0 and values[0] == pytest.approx(values[1], abs=1e-6)
+
+
+def test_a_run_whose_larev_was_trained_under_another_definition_is_refused_before_scoring():
+    """run.json of a run made when `larev.definition` existed: new_information's phi_LA is not eq. 4.4's, so
+    scoring it as `larev` is refused with what to do; a run that recorded the thesis's (or nothing) is scored."""
+    from types import SimpleNamespace
+
+    from larev.errors import ConfigError
+    from tasks.leakage_aware import LeakageAware
+
+    def finished(saved):
+        return SimpleNamespace(params=None, saved_params=saved)
+
+    with pytest.raises(ConfigError, match="larev.definition=new_information, which is the metric larev_vs_empty"):
+        LeakageAware().score(finished({"larev": {"definition": "new_information"}}), {"larev": None}, None)
+    assert LeakageAware().score(finished({"larev": {"definition": "thesis"}}), {}, None) == []
+    assert LeakageAware().score(finished({"larev": {}}), {}, None) == []
