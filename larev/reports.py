@@ -279,7 +279,8 @@ def source_plot(summary: pl.DataFrame) -> bytes:
 
 
 SEPARATES, CANNOT_TELL, HIGHER, UNREAD = "separates", "cannot tell apart", "ranks it higher", "read at chance"
-VERDICT_MARKS = {SEPARATES: " ", CANNOT_TELL: "=", HIGHER: "!", UNREAD: "~"}
+UNDEFINED = "undefined"
+VERDICT_MARKS = {SEPARATES: " ", CANNOT_TELL: "=", HIGHER: "!", UNREAD: "~", UNDEFINED: "?"}
 
 
 def verdict_table(intervals: pl.DataFrame, summary: pl.DataFrame | None = None,
@@ -298,8 +299,9 @@ def verdict_table(intervals: pl.DataFrame, summary: pl.DataFrame | None = None,
             continue
         variant, low, high = r["quantity"][len(reference) + 1:], r["ci_low"], r["ci_high"]
         known = low is not None and high is not None and not (math.isnan(low) or math.isnan(high))
-        word = (UNREAD if (r["metric"], variant) in unread else SEPARATES if known and low > 0
-                else HIGHER if known and high < 0 else CANNOT_TELL)
+        estimate = r["estimate"]
+        word = (UNDEFINED if estimate is None or math.isnan(estimate) else UNREAD if (r["metric"], variant) in unread
+                else SEPARATES if known and low > 0 else HIGHER if known and high < 0 else CANNOT_TELL)
         rows.append({"metric": r["metric"], "variant": variant, "difference": r["estimate"], "ci_low": low,
                      "ci_high": high, "verdict": word})
     return pl.DataFrame(rows, schema={"metric": pl.String, "variant": pl.String, "difference": pl.Float64,
@@ -318,14 +320,14 @@ def verdict_lines(verdict: pl.DataFrame, reference: str = "gold") -> list[str]:
     width = max([len(c) for c in cells.values()] + [len(v) for v in variants]) + 1
     name_width = max(len(m) for m in metrics) + 1
     lines = [f"{reference} minus each variant, 95 % interval over test rows ('=' cannot tell apart, '!' ranks the "
-             "variant higher, '~' its evaluator reads the variant at chance: not counted):",
+             "variant higher, '~' its evaluator reads the variant at chance: not counted, '?' undefined):",
              " " * name_width + "".join(f"{v:<{width}}" for v in variants)]
     for m in metrics:
         lines.append(f"{m:<{name_width}}" + "".join(f"{cells.get((m, v), '-'):<{width}}" for v in variants))
     for m in metrics:
         part = verdict.filter(pl.col("metric") == m)
         said = {word: part.filter(pl.col("verdict") == word)["variant"].to_list() for word in VERDICT_MARKS}
-        counted = part.height - len(said[UNREAD])
+        counted = part.height - len(said[UNREAD]) - len(said[UNDEFINED])
         sentence = f"{m} separates {reference} from {len(said[SEPARATES])} of {counted} variants it reads"
         if said[CANNOT_TELL]:
             sentence += f"; cannot tell it from {', '.join(said[CANNOT_TELL])}"
@@ -333,6 +335,8 @@ def verdict_lines(verdict: pl.DataFrame, reference: str = "gold") -> list[str]:
             sentence += f"; ranks {', '.join(said[HIGHER])} above it"
         if said[UNREAD]:
             sentence += f"; reads {', '.join(said[UNREAD])} at chance"
+        if said[UNDEFINED]:
+            sentence += f"; undefined for {', '.join(said[UNDEFINED])}"
         lines.append(sentence + ".")
     return lines
 

@@ -98,3 +98,7 @@ def test_the_verdict_says_separates_only_when_the_interval_is_above_zero():
     assert unread.select("variant", "verdict").rows()[0] == ("leaky", "read at chance")
     assert verdict_lines(unread)[-1] == ("larev separates gold from 0 of 2 variants it reads; cannot tell it from "
                                          "vacuous; ranks borrowed above it; reads leaky at chance.")
+    # LAS's macro-average is undefined where one group is empty: said so, not counted
+    las = pl.DataFrame({"metric": ["las"], "quantity": ["gold-leaky"], "estimate": [float("nan")],
+                        "ci_low": [float("nan")], "ci_high": [float("nan")]})
+    assert verdict_lines(verdict_table(las))[-1] == "las separates gold from 0 of 0 variants it reads; undefined for leaky."
