@@ -17,7 +17,7 @@ from prefect.states import Failed
 
 from flows.score import ScoreParams, score_rationales
 from larev.compare import NotComparable
-from tasks.compare import CompareParams, check_comparable, compare_and_write, is_rationale_file, output_name
+from tasks.compare import CompareParams, compare_and_write, is_rationale_file, output_name
 
 __all__ = ["CompareParams", "compare_rationale_sources"]
 
@@ -36,15 +36,14 @@ def compare_rationale_sources(params: CompareParams) -> dict:
             refs.append(name)
         else:
             refs.append(ref)
-    try:
-        check_comparable(params.runs, refs, params.metrics)
+    out = params.out or str(Path(params.runs[0]) / f"compare-{params.name}")
+    try:  # checks the signatures before it writes anything
+        result = compare_and_write(params.runs, refs, out, params.compare, params.metrics, params.name)
     except NotComparable as exc:
         # the run's state carries the one-line reason (the UI shows it; Prefect logs the final state at INFO) and
         # a Python caller gets the error itself; no error is logged with a traceback, so the command line's one
         # `error:` line is the only one
         return Failed(message=str(exc), data=exc.with_traceback(None))
-    out = params.out or str(Path(params.runs[0]) / f"compare-{params.name}")
-    result = compare_and_write(params.runs, refs, out, params.compare, params.metrics, params.name)
     for line in result["warnings"]:
         print(f"warning: {line}")
     for line in result["verdicts"]:

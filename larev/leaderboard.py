@@ -186,9 +186,8 @@ def _rank_metric(rows: list[dict], min_share: float, level: float, n_boot: int) 
             ranked_rows.remove(r)
             out.append(r)
     if ranked_rows:
-        low = np.array([r["score"] if _missing(r["ci_low"]) else r["ci_low"] for r in ranked_rows], dtype=float)
-        high = np.array([r["score"] if _missing(r["ci_high"]) else r["ci_high"] for r in ranked_rows], dtype=float)
-        best, worst = rank_ranges(low, high)
+        low, high = zip(*(_bounds(r) for r in ranked_rows))
+        best, worst = rank_ranges(np.array(low, dtype=float), np.array(high, dtype=float))
         for r, b, w in zip(ranked_rows, best, worst):
             r.update(best=int(b), worst=int(w), rank=rank_text(int(b), int(w)), of=len(ranked_rows))
         ranked_rows.sort(key=lambda r: (r["best"], r["worst"], -r["score"], r["entry"]))

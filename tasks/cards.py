@@ -20,7 +20,7 @@ from pathlib import Path
 from larev.cards import code, default_text, option_rows, table
 from larev.errors import ConfigError
 from larev.signature import SIGNATURE_FIELDS
-from tasks.metric import PLACEMENT_FIELDS, SIGNED_SECTIONS, Metric
+from tasks.metric import PLACEMENT_FIELDS, RUN_SECTIONS, Metric
 
 WRITE_COMMAND = "larev show --write-cards docs/metrics"
 INDEX = "README.md"
@@ -452,8 +452,8 @@ def _section_owner(metrics: list[Metric], section: str) -> Metric | None:
 
 def signed_sections(metric: Metric) -> list[str]:
     """The parameter sections whose resolved settings enter `metric`'s settings digest (tasks.metric.metric_settings):
-    the run's SIGNED_SECTIONS, then the metric's `signature_sections()`."""
-    return list(dict.fromkeys([*SIGNED_SECTIONS, *metric.signature_sections()]))
+    the run's RUN_SECTIONS, then the metric's `signature_sections()`."""
+    return list(dict.fromkeys([*RUN_SECTIONS, *metric.signature_sections()]))
 
 
 def _switches(metric: Metric, field: str) -> list[str]:
@@ -503,10 +503,10 @@ def _signature(metric: Metric, name: str) -> list[str]:
                    [(code(f), (f"`{name}.{version}`: " if f == "metric" else "") + SIGNATURE_TEXT[f])
                     for f in SIGNATURE_FIELDS])
     sections = signed_sections(metric)
-    own = [s for s in sections if s not in SIGNED_SECTIONS]
+    own = [s for s in sections if s not in RUN_SECTIONS]
     lines += ["", "The settings digest covers the sections "
               + ", ".join(code(s) for s in sections)
-              + f": the run's own ({', '.join(code(s) for s in SIGNED_SECTIONS)}; `data` names its files by their "
+              + f": the run's own ({', '.join(code(s) for s in RUN_SECTIONS)}; `data` names its files by their "
               "sha256, not their paths)"
               + (f" and {', '.join(code(s) for s in own)} (`signature_sections()`)" if own else
                  ", and no section of the metric's own")
@@ -519,7 +519,7 @@ def _options(metrics: list[Metric], metric: Metric) -> list[str]:
     lines = ["## Options", ""]
     if metric.section is None:
         return lines + [f"None of its own: `{metric.name}` reads the run's sections "
-                        f"({', '.join(code(s) for s in SIGNED_SECTIONS)}; `larev run --help`)."]
+                        f"({', '.join(code(s) for s in RUN_SECTIONS)}; `larev run --help`)."]
     owner = _section_owner(metrics, metric.section)
     if owner is not metric:
         where = f" (its card: [{owner.names()[0]}]({owner.names()[0]}.md#options))" if owner is not None else ""

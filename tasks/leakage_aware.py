@@ -140,14 +140,10 @@ def write_larev_report(store: ArtifactStore, tables: dict[str, ArtifactRef],
                        phi_las: dict[str, ArtifactRef]) -> ArtifactRef:
     """LAREV's section of the run's report.md: the top IG words, the leakage spans and their residual check, who
     built each environment, and each phi_LA's losses (larev/methods/leakage_aware/report.py)."""
-    import json
-
     from larev.methods.leakage_aware.report import larev_diagnostics
-    from larev.models.evaluator import LAREV_CONFIG_FILE
 
     read = {k: store.read_parquet(v.key) for k, v in tables.items()}
-    meta = {name: json.loads((store.get_dir(ref.key) / LAREV_CONFIG_FILE).read_text())["meta"]
-            for name, ref in phi_las.items()}
+    meta = {name: saved_meta(store, ref) for name, ref in phi_las.items()}
     markdown = larev_diagnostics(read.get("tokens"), read.get("terms"), read.get("environments"), meta,
                                  leakage=read.get("leakage_spans"))
     return put_bytes(store, "report_section.md", markdown.encode(), kind="text")
@@ -180,13 +176,19 @@ def train_la(run: Run, models: dict[str, ArtifactRef], name: str, envs: Artifact
 def write_larev_vs_empty_report(store: ArtifactStore, phi_la: ArtifactRef) -> ArtifactRef:
     """larev_vs_empty's section of report.md (larev/methods/leakage_aware/report.py): its definition, zero terms
     and phi_LA's epochs."""
+    from larev.methods.leakage_aware.report import larev_vs_empty_diagnostics
+
+    markdown = larev_vs_empty_diagnostics(saved_meta(store, phi_la))
+    return put_bytes(store, "report_section.md", markdown.encode(), kind="text")
+
+
+def saved_meta(store: ArtifactStore, evaluator: ArtifactRef) -> dict:
+    """What a saved evaluator's training recorded (its larev config file's `meta`: losses, objective, rows)."""
     import json
 
-    from larev.methods.leakage_aware.report import larev_vs_empty_diagnostics
     from larev.models.evaluator import LAREV_CONFIG_FILE
 
-    meta = json.loads((store.get_dir(phi_la.key) / LAREV_CONFIG_FILE).read_text())["meta"]
-    return put_bytes(store, "report_section.md", larev_vs_empty_diagnostics(meta).encode(), kind="text")
+    return json.loads((store.get_dir(evaluator.key) / LAREV_CONFIG_FILE).read_text())["meta"]
 
 
 class LeakageAware(Metric):

@@ -143,8 +143,9 @@ class Metric:
         return summary_lines(self.name, summary)
 
 
-# Sections whose settings steps read, and so must leave resolution concrete: the run's own and every metric's.
-RESOLVED_SECTIONS = ("data", "baselines", "model", "train", "score")
+# The run's own sections: their settings enter every step, so resolution leaves them concrete (but `data`, whose
+# unset fields belong to other sources) and every metric's signature covers them (`data` with its files' digests).
+RUN_SECTIONS = ("data", "baselines", "model", "train", "score")
 
 
 def resolved_params(params: Any, task: str, metric_sections: tuple[str, ...]) -> tuple[Any, dict[str, str]]:
@@ -156,16 +157,14 @@ def resolved_params(params: Any, task: str, metric_sections: tuple[str, ...]) ->
     values = params.model_dump(mode="json")
     filled, provenance = resolve_settings(values, backbone=params.model.backbone, task=task,
                                           data=data_kind(params.data.source))
-    left = [p for p in unset_settings(filled, (*RESOLVED_SECTIONS, *metric_sections))
-            if not p.startswith("data.")]  # the data section's unset fields belong to other sources
+    checked = tuple(s for s in (*RUN_SECTIONS, *metric_sections) if s != "data")
+    left = unset_settings(filled, checked)
     if left:
         raise ValueError(f"no preset fills {', '.join(left)} for backbone {params.model.backbone!r} and task "
                          f"{task!r}: set them (--set PATH=VALUE) or add a preset to larev/presets.toml")
     return type(params).model_validate(filled), provenance
 
 
-# The run's own sections that enter every metric's scores; `data` enters with its files' digests for their paths.
-SIGNED_SECTIONS = ("data", "baselines", "model", "train", "score")
 PLACEMENT_FIELDS = ("device",)  # where a step runs, not what it computes
 
 
@@ -176,12 +175,12 @@ def _without_placement(value: Any) -> Any:
 
 
 def metric_settings(metric: Metric, params: dict, data_digests: dict[str, str] | None = None) -> dict:
-    """The resolved settings that enter `metric`'s scores: the run's SIGNED_SECTIONS and the metric's
+    """The resolved settings that enter `metric`'s scores: the run's RUN_SECTIONS and the metric's
     `signature_sections`, from run.json-shaped `params`; the data files named by their digests, not their paths."""
     data = dict(params.get("data", {}))
     for name, digest in (data_digests or {}).items():
         data[name] = f"sha256:{digest}"
-    settings = {s: params.get(s) for s in SIGNED_SECTIONS if s != "data"} | {"data": data}
+    settings = {s: params.get(s) for s in RUN_SECTIONS if s != "data"} | {"data": data}
     settings |= {s: params.get(s) for s in metric.signature_sections()}
     return _without_placement(settings)
 

@@ -16,7 +16,7 @@ from larev.methods.leakage_aware.config import LarevConfig
 from larev.signature import SIGNATURE_FIELDS
 from tasks.cards import (CARDS, INDEX, SIGNATURE_TEXT, WRITE_COMMAND, build_card, build_cards, card_names,
                          signed_sections)
-from tasks.metric import SIGNED_SECTIONS, Metric
+from tasks.metric import RUN_SECTIONS, Metric
 
 REPO = Path(__file__).resolve().parents[1]
 CARDS_DIR = REPO / "docs" / "metrics"
@@ -85,7 +85,7 @@ def test_the_signature_section_names_every_field_and_the_sections_of_the_digest(
                 "rq": ["rora"], "las": ["rora"]}
     for metric in METRICS:
         for name in metric.names():
-            assert signed_sections(metric) == [*SIGNED_SECTIONS, *expected[name]]
+            assert signed_sections(metric) == [*RUN_SECTIONS, *expected[name]]
             card = build_card(METRICS, name)
             signature = card.split("## Signature")[1].split("## Options")[0]
             assert f"metric:{name}.{metric.definition_version}|backbone:" in signature
