@@ -74,6 +74,7 @@ def test_the_script_end_to_end_on_the_cpu(tmp_path):
 
 
 @pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.skipif(not ESNLI.exists(), reason="needs ../shared/data/esnli/dev.parquet")
 def test_the_gpu_check_and_a_larev_run_of_the_same_slice_and_seed_give_the_same_scores(tmp_path):
     """The GPU check runs the pipeline's own steps (larev.bench.gpu.run_core: the same core functions, LAREV's
     settings resolved from the same presets): on the CPU its REV and LAREV scores equal a `larev run` of the same
