@@ -68,7 +68,7 @@ CORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # what uses the rest: benchmark figures, human agreement, compare, the leaderboard, metric cards, the inbox
     # ledger
     ("applications", frozenset({"larev.bench", "larev.human", "larev.compare", "larev.leaderboard", "larev.cards",
-                                "larev.service"})),
+                                "larev.service", "larev.validity"})),
 )
 
 

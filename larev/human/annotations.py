@@ -4,7 +4,8 @@ Two layouts (one row per item and annotator; see ../shared/data/human/README.md 
 
   fine_grained   id, task columns, label, source, rationale, annotator, new_info, supports_label, ...
                  one explanation per (id, source); `human` = the share of its annotators who found new information
-                 (new_info = 1) that supports the label (supports_label = 1)
+                 (new_info = 1) that supports the label (supports_label = 1); `new_info` and `supports` the
+                 shares who answered yes to each question
   acceptability  id, task columns, label, candidate, rationale, annotator, acceptable[, gpt3_nll]
                  several candidate explanations per id (source `candidate-<k>`); `votes` = annotators who found
                  it acceptable, `gpt3_nll` the generator's own normalised NLL (the paper's baseline), `length` in
@@ -104,7 +105,9 @@ def read_annotations(path: str | Path) -> Annotations:
     if kind == "fine_grained":
         yes = (pl.col("new_info") == 1) & (pl.col("supports_label") == 1)
         judgements = df.group_by("id", "__source", maintain_order=True).agg(
-            human=yes.fill_null(False).cast(pl.Float64).mean(), annotators=pl.len())
+            human=yes.fill_null(False).cast(pl.Float64).mean(), annotators=pl.len(),
+            new_info=(pl.col("new_info") == 1).fill_null(False).cast(pl.Float64).mean(),
+            supports=(pl.col("supports_label") == 1).fill_null(False).cast(pl.Float64).mean())
     else:
         judgements = df.group_by("id", "__source", maintain_order=True).agg(
             votes=(pl.col("acceptable") == 1).fill_null(False).sum().cast(pl.Int64), annotators=pl.len(),

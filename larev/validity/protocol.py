@@ -1,0 +1,143 @@
+"""The validity protocol (protocols/validity.yaml): data and splits, seeds, scorers, perturbations and criteria,
+read and checked up front. `protocol_digest` is the sha256 of the file's bytes: results carry it, and a result is
+only read against the protocol that made it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from larev.errors import ConfigError
+
+SPLITS = ("tune", "report")
+EXPECTED = ("below", "near")
+# criteria whose figure is read against a threshold, by the part of a name before '/'
+HUMAN_CRITERIA = ("acceptability_auroc", "acceptability_ap", "pairwise", "spearman_new_info", "spearman_supports")
+PERTURB_CRITERIA = ("perturb_below", "perturb_near", "perturb_order", "perturb_corr")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskData(_Strict):
+    data: str  # the examples file (train rows and both test splits come from it)
+    train_rows: str  # python-style row slice
+    splits: dict[Literal["tune", "report"], str]  # split -> row slice of the same file
+    human: list[str] = Field(default_factory=list)  # annotation files of this task
+
+    @field_validator("splits")
+    @classmethod
+    def _both(cls, splits: dict) -> dict:
+        if set(splits) != set(SPLITS):
+            raise ValueError(f"splits must name both {SPLITS}, got {sorted(splits)}")
+        return splits
+
+
+class Scorers(_Strict):
+    metrics: list[str]
+    controls: list[str] = Field(default_factory=list)
+    ablations: list[str] = Field(default_factory=list)
+    baselines: list[Literal["length", "gpt3_nll"]] = Field(default_factory=list)
+
+
+class Criterion(_Strict):
+    direction: Literal["above", "below"]
+    threshold: float | Literal["prevalence"]
+    judge: Literal["low", "high", "value", "abs_value"]  # what meets the threshold ("on" is a YAML boolean)
+    scale: Literal["gold_sd"] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if (self.judge == "abs_value") != (self.scale is not None):
+            raise ValueError("`scale` goes with judge: abs_value, and only with it")
+        return self
+
+
+class Protocol(_Strict):
+    name: str
+    backbone: str
+    seeds: list[int] = Field(min_length=1)
+    bootstrap: int = Field(ge=0)
+    level: float = Field(gt=0, lt=1)
+    tasks: dict[Literal["nli", "qa"], TaskData]
+    human_split: Literal["sha256-first-byte-parity"]
+    acceptable_votes: int = Field(ge=1)
+    scorers: Scorers
+    trained_on: dict[str, list[str]] = Field(default_factory=dict)
+    perturbations: dict[str, Literal["below", "near"]]
+    variants: dict[str, Literal["below", "near"]] = Field(default_factory=dict)
+    criteria: dict[str, Criterion]
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"repeated seed in {seeds}")
+        return seeds
+
+    @model_validator(mode="after")
+    def _every_criterion(self):
+        missing = [c for c in (*HUMAN_CRITERIA, *PERTURB_CRITERIA) if c not in self.criteria]
+        if missing:
+            raise ValueError(f"criteria {missing} are not stated (each needs direction, threshold and judge)")
+        return self
+
+    def criterion(self, name: str) -> Criterion | None:
+        """The criterion a results.json figure `name` ('acceptability_auroc/<file>', 'perturb/<kind>', ...) is
+        judged by; None for a figure with no threshold (the order share of a 'near' kind)."""
+        head, _, kind = name.partition("/")
+        if head in HUMAN_CRITERIA:
+            return self.criteria[head]
+        expected = self.perturbations.get(kind) if head.startswith("perturb") else self.variants.get(kind)
+        if expected is None:
+            return None
+        if head in ("perturb", "variant"):
+            return self.criteria[f"perturb_{expected}"]
+        if head in ("perturb_order", "variant_order"):
+            return self.criteria["perturb_order"] if expected == "below" else None
+        if head in ("perturb_corr", "variant_corr"):
+            return self.criteria["perturb_corr"] if expected == "near" else None
+        return None
+
+
+def protocol_digest(path: str | Path) -> str:
+    """sha256 of the protocol file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_protocol(path: str | Path) -> Protocol:
+    """The protocol at `path`; ConfigError names the file and the field that does not fit."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such protocol file (the repository's is protocols/validity.yaml)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    try:
+        return Protocol.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: {where}: {first['msg']}") from None
+
+
+def is_met(criterion: Criterion | None, value: float | None, low: float | None, high: float | None, *,
+           prevalence: float | None = None, gold_sd: float | None = None) -> bool | None:
+    """Whether a figure meets its criterion: the part `judge` names, against the threshold in the direction. None
+    when there is no criterion or the figure (or what the threshold needs) is undefined."""
+    if criterion is None:
+        return None
+    part = {"low": low, "high": high, "value": value,
+            "abs_value": None if value is None else abs(value)}[criterion.judge]
+    threshold = prevalence if criterion.threshold == "prevalence" else criterion.threshold
+    if criterion.scale == "gold_sd":
+        threshold = None if gold_sd is None or threshold is None else threshold * gold_sd
+    if part is None or threshold is None or part != part:  # NaN
+        return None
+    return part > threshold if criterion.direction == "above" else part < threshold

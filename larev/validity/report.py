@@ -1,0 +1,247 @@
+"""The validity benchmark's results page: results.json (as larev/validity/evidence.py and flows/validity.py build
+it), results.md (rows are scorers, columns criteria; a mark where the protocol's threshold is met) and results.png.
+
+Marks: ✓ the figure meets the protocol's threshold, ✗ it does not, † the scorer trained on this kind of text (not
+judged), no mark: no threshold (the order share of a 'near' kind).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+
+from larev.reports import markdown_table, png_bytes
+
+MARKS = {True: " ✓", False: " ✗", None: ""}
+METRICS_FIRST_CLASS = ("rev", "larev", "larev_vs_empty", "rora", "rq", "las")
+KIND_OF_SCORER = {"control_": "a control", "larev_no_": "an ablation", "larev_erm": "an ablation"}
+BASELINES = ("length", "gpt3_nll")
+
+
+def kind_of(scorer: str) -> str:
+    if scorer in BASELINES:
+        return "a baseline"
+    for prefix, kind in KIND_OF_SCORER.items():
+        if scorer.startswith(prefix):
+            return kind
+    return "a metric"
+
+
+def _num(x, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:+.{digits}f}" if x < 0 else f"{x:.{digits}f}"
+
+
+def cell_text(cell: dict | None) -> str:
+    if cell is None:
+        return ""
+    text = _num(cell["value"])
+    if cell.get("low") is not None:
+        text += f" [{_num(cell['low'])}, {_num(cell['high'])}]"
+    return text + ("†" if cell.get("trained_on") else MARKS[cell.get("met")])
+
+
+def criteria_table(results: dict, criteria: list[str]) -> str:
+    scorers = results["scorers"]
+    rows = [{"scorer": m, **{c: cell_text(cells.get(c)) for c in criteria}} for m, cells in scorers.items()
+            if any(c in cells for c in criteria)]
+    return markdown_table(pl.DataFrame(rows, schema={"scorer": pl.String, **{c: pl.String for c in criteria}}))
+
+
+def _criteria(results: dict, head: str) -> list[str]:
+    seen: list[str] = []
+    for cells in results["scorers"].values():
+        seen += [c for c in cells if c.split("/")[0] == head and c not in seen]
+    return seen
+
+
+def met_counts(results: dict) -> dict[str, tuple[int, int, int]]:
+    """Per scorer: (criteria met, criteria judged, cells): a cell on a trained-on kind or without a threshold is
+    not judged."""
+    out = {}
+    for scorer, cells in results["scorers"].items():
+        judged = [c["met"] for c in cells.values() if c.get("met") is not None]
+        out[scorer] = (sum(judged), len(judged), len(cells))
+    return out
+
+
+def best_sentences(results: dict) -> list[str]:
+    lines = []
+    for criterion, entry in results.get("best", {}).items():
+        line = f"- `{criterion}`: **{entry['scorer']}** ({kind_of(entry['scorer'])}) {_num(entry['value'])}"
+        if entry.get("runner_up") is not None:
+            gap = f"{_num(entry['difference'])}"
+            if entry.get("low") is not None:
+                gap += f" [{_num(entry['low'])}, {_num(entry['high'])}]"
+                clear = entry["low"] > 0
+            else:
+                clear = False
+            line += (f", ahead of {entry['runner_up']} by {gap}"
+                     + ("" if clear else " (the interval reaches 0: not separated)"))
+        lines.append(line)
+    return lines
+
+
+def versus_lines(results: dict) -> list[str]:
+    lines = []
+    for mine, others in results.get("versus", {}).items():
+        for other, figures in others.items():
+            beats = [c for c, f in figures.items() if f["beats"]]
+            loses = [c for c, f in figures.items() if f["high"] is not None and f["high"] < 0]
+            lines.append(f"- **{mine} vs {other}**: beats it by more than the interval on {len(beats)} of "
+                         f"{len(figures)} criteria" + (f" ({', '.join(beats)})" if beats else "")
+                         + f"; below it beyond the interval on {len(loses)}"
+                         + (f" ({', '.join(loses)})" if loses else ""))
+    return lines
+
+
+def recommendation_lines(results: dict) -> list[str]:
+    """Which scorer meets the largest share of the thresholds it is judged on, among the scorers with a figure on
+    every criterion (a baseline that exists for the human files only, GPT-3's NLL, is said apart), and what larev
+    recommends: the metric (a first-class name) with the largest share; said plainly when a control, an ablation or
+    a baseline does better."""
+    counts = met_counts(results)
+    if not counts:
+        return []
+    widest = max(cells for _, _, cells in counts.values())
+    order = list(counts)  # the table's order: metrics first (evidence.SCORER_ORDER)
+    full = sorted(((met / judged, met, judged, m) for m, (met, judged, cells) in counts.items()
+                   if cells == widest and judged), key=lambda e: (-e[0], order.index(e[3])))
+    lines = []
+    if full:
+        _, met, judged, top = full[0]
+        lines.append(f"- Largest share of thresholds met: **{top}** ({kind_of(top)}), {met} of {judged}; then "
+                     + ", ".join(f"{m} {k} of {j}" for _, k, j, m in full[1:]) + ".")
+        metrics = [entry for entry in full if entry[3] in METRICS_FIRST_CLASS]
+        if metrics:
+            share, best_met, best_judged, best = metrics[0]
+            tied = [m for s_, _, _, m in metrics[1:] if s_ == share]
+            lines.append(f"- larev recommends **{best}** on this task: of the metrics, it meets the largest share "
+                         f"of thresholds ({best_met} of {best_judged})"
+                         + (f", tied with {', '.join(tied)} (the first in the table's order is named)" if tied else "")
+                         + "." + ("" if best == top else f" {top} ({kind_of(top)}) does better."))
+    for m, (met, judged, cells) in counts.items():
+        if cells < widest and judged:
+            lines.append(f"- {m} ({kind_of(m)}) has figures on {cells} criteria only (it exists for some texts "
+                         f"only): it meets {met} of {judged}.")
+    return lines
+
+
+def results_markdown(results: dict) -> str:
+    seeds = results.get("seeds", [])
+    lines = [f"# Validity: {results['task'].upper()}, {results['split']} split",
+             "",
+             f"Protocol `{results.get('protocol_name')}` (sha256 `{results['protocol'][:12]}`), seeds "
+             f"{', '.join(map(str, seeds))}, backbone `{results.get('backbone')}`, test rows "
+             f"{results.get('test_rows')} ({results['n'].get('test_instances')} instances); human halves: "
+             + ", ".join(f"{k.split('/', 1)[1]} ({v} instances)" for k, v in results["n"].items()
+                         if k.startswith("human/"))
+             + (f"; commit `{results['commit']}`" if results.get("commit") else "") + ".",
+             ""]
+    if results.get("partial"):
+        lines += ["**Partial run**: not every seed, metric or row of the protocol, or settings overridden ("
+                  + json.dumps(results.get("overrides") or {}) + "): not a result of the protocol.", ""]
+    lines += ["Each cell: the mean over seeds [95 % interval over seeds and instances]. ✓ meets the protocol's "
+              "threshold, ✗ does not, † the scorer trained on this kind of text (not judged); no mark: no "
+              "threshold. score - gold figures are in each scorer's own units (nats, accuracy, words).", "",
+              "## Best scorer per criterion", "", *best_sentences(results), "",
+              "## LAREV against REV, its erm_envs control and r_only (paired differences)", "",
+              *(versus_lines(results) or ["- (no LAREV definition or no reference scorer in this run)"]), "",
+              "## Recommendation", "", *recommendation_lines(results), ""]
+    parts = [("a. Human judgements", [c for h in ("acceptability_auroc", "acceptability_ap", "pairwise",
+                                                    "spearman_new_info", "spearman_supports")
+                                        for c in _criteria(results, h)]),
+             ("b. Perturbations: score - gold", _criteria(results, "perturb")),
+             ("b. Perturbations: share of instances with gold above", _criteria(results, "perturb_order")),
+             ("b. Perturbations: Spearman with gold's scores (near kinds)", _criteria(results, "perturb_corr")),
+             ("c. Variants: score - gold", _criteria(results, "variant")),
+             ("c. Variants: share of instances with gold above", _criteria(results, "variant_order")),
+             ("c. Variants: Spearman with gold's scores (near kinds)", _criteria(results, "variant_corr"))]
+    for title, criteria in parts:
+        if criteria:
+            lines += [f"## {title}", "", criteria_table(results, criteria), ""]
+    if results.get("perturbations_skipped"):
+        skipped = {k: v for k, v in results["perturbations_skipped"].items() if v}
+        if skipped:
+            lines += ["Instances a perturbation could not be built for (left out): "
+                      + ", ".join(f"{k} {v}" for k, v in skipped.items()) + ".", ""]
+    if results.get("seconds"):
+        lines += ["## Time", "", *(f"- {k}: {v:.0f} s" for k, v in results["seconds"].items()), ""]
+    return "\n".join(lines)
+
+
+def results_plot(results: dict) -> bytes:
+    """Left: each scorer's human-judgement figures with intervals; right: the share of instances each scorer
+    orders as expected, per perturbation and variant (✓ where the threshold is met)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    scorers = list(results["scorers"])
+    human = [c for h in ("acceptability_auroc", "pairwise", "spearman_new_info")
+             for c in _criteria(results, h)]
+    orders = _criteria(results, "perturb_order") + _criteria(results, "variant_order")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, max(4, 0.45 * len(scorers) + 1.5)),
+                                      gridspec_kw={"width_ratios": [1, 1.6]})
+    y = np.arange(len(scorers))
+    for k, criterion in enumerate(human):
+        cells = [results["scorers"][m].get(criterion) for m in scorers]
+        values = [c["value"] if c and c["value"] is not None else np.nan for c in cells]
+        lows = [c["low"] if c and c.get("low") is not None else np.nan for c in cells]
+        highs = [c["high"] if c and c.get("high") is not None else np.nan for c in cells]
+        offset = (k - (len(human) - 1) / 2) * 0.25
+        err = np.array([np.subtract(values, lows), np.subtract(highs, values)])
+        left.errorbar(values, y + offset, xerr=np.nan_to_num(err), fmt="o", capsize=2, label=criterion)
+    left.axvline(0.5, color="grey", lw=0.8, ls="--")
+    left.set_yticks(y, scorers)
+    left.invert_yaxis()
+    left.set_xlabel("figure (0.5: chance for AUROC and pairwise)")
+    left.set_title("a. human judgements")
+    if human:
+        left.legend(fontsize=7, loc="lower right")
+    grid = np.full((len(scorers), len(orders)), np.nan)
+    for i, m in enumerate(scorers):
+        for j, c in enumerate(orders):
+            cell = results["scorers"][m].get(c)
+            if cell and cell["value"] is not None:
+                grid[i, j] = cell["value"]
+                mark = "†" if cell.get("trained_on") else {True: "✓", False: "", None: ""}[cell.get("met")]
+                right.text(j, i, f"{cell['value']:.2f}{mark}", ha="center", va="center", fontsize=6)
+    image = right.imshow(grid, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+    right.set_xticks(range(len(orders)), [c.split("/", 1)[1] for c in orders], rotation=60, ha="right",
+                     fontsize=7)
+    right.set_yticks(y, scorers)
+    right.set_title("b, c. share of instances with gold above the perturbed text (✓: threshold met)")
+    fig.colorbar(image, ax=right, fraction=0.03)
+    return png_bytes(fig)
+
+
+def clean(value):
+    """`value` with every NaN or infinite float made None (results.json is strict JSON)."""
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_results(out: Path, results: dict) -> dict:
+    """results.json, results.md and results.png in `out`; returns the results as written."""
+    results = clean(results)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False))
+    (out / "results.md").write_text(results_markdown(results))
+    (out / "results.png").write_bytes(results_plot(results))
+    return results
+
+
+def summary_lines(results: dict) -> list[str]:
+    """What the CLI prints: the best scorer per comparable criterion and the recommendation."""
+    return [f"Validity ({results['task']}, {results['split']} split, seeds {results.get('seeds')}):",
+            *best_sentences(results), *recommendation_lines(results)]

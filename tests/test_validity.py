@@ -1,0 +1,286 @@
+"""The validity benchmark's pure parts: perturbations on hand-written examples, the criteria against values worked
+out by hand (and sklearn / scipy), the bootstrap over seeds and instances, the protocol's thresholds as the marks
+read them, the human split and the ledger."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from larev.baselines.nli import _PHRASINGS
+from larev.data.variants import LEAKY_TEMPLATE
+from larev.errors import ConfigError
+from larev.methods.leakage_aware.instances import LABEL_STATEMENT_TEMPLATES
+from larev.validity import perturb
+from larev.validity.criteria import (Draws, combine_seeds, interval, order_credit, ratio, weighted_auroc,
+                                     weighted_average_precision, weighted_spearman)
+from larev.validity.human_split import human_half, in_tune_half
+from larev.validity.ledger import append_ledger, read_ledger
+from larev.validity.protocol import is_met, load_protocol, protocol_digest
+
+REPO = Path(__file__).resolve().parents[1]
+PROTOCOL = REPO / "protocols" / "validity.yaml"
+
+
+# ---- perturbations ------------------------------------------------------------------------------------------
+
+def test_shuffled_moves_only_content_words_and_keeps_them():
+    gold = "a dog runs in the park ."
+    out = perturb.shuffled(gold, np.random.default_rng(0))
+    words, before = out.split(), gold.split()
+    assert out != gold and Counter(words) == Counter(before)
+    for i, w in enumerate(before):
+        if w in ("a", "in", "the", "."):
+            assert words[i] == w  # function words and punctuation stay where they were
+    assert perturb.shuffled("the dog is here", np.random.default_rng(0)) is None  # one content word: nothing to move
+
+
+def test_truncated_keeps_the_first_half():
+    assert perturb.truncated("one two three four five") == "one two"
+    assert perturb.truncated("one two three four") == "one two"
+    assert perturb.truncated("alone") is None
+
+
+def test_noun_swapped_replaces_the_key_word_with_another_instances():
+    gold = "the dog is in the park , so the dog is outside ."
+    out = perturb.noun_swapped(gold, "A dog runs in the park .", "a cat sleeps on the sofa", "A cat sleeps on a sofa .",
+                               "A dog runs in the park . The dog is outside .")
+    # the key word: the longest content word of the premise gold repeats (park, 4 letters, beats dog); the donor's
+    # own key word: 'sleeps' (longest of cat / sleeps / sofa shared by its rationale and premise)
+    assert out == "the dog is in the sleeps , so the dog is outside ."
+    # no content word shared with the premise: nothing to swap
+    assert perturb.noun_swapped("it is obvious", "A dog runs .", "a cat", "A cat .", "A dog runs .") is None
+
+
+def test_negated_adds_or_removes_one_negation():
+    assert perturb.negated("the man is sleeping .") == "the man is not sleeping ."
+    assert perturb.negated("the man is not sleeping .") == "the man is sleeping ."
+    assert perturb.negated("the man does n't sleep") == "the man does sleep"  # e-SNLI's tokens
+    assert perturb.negated("he ca n't swim") == "he can swim" and perturb.negated("he won't swim") == "he will swim"
+    assert perturb.negated("she cannot sing") == "she can sing"
+    assert perturb.negated("dogs run fast") is None  # no auxiliary, no negation
+
+
+def test_novel_label_statements_use_no_template_of_the_project():
+    templates = [t.lower() for phrasings in _PHRASINGS.values() for t in phrasings]
+    templates += [LEAKY_TEMPLATE.lower(), *(t.lower() for t in LABEL_STATEMENT_TEMPLATES)]
+    for label, statement in perturb.NOVEL_LABEL_STATEMENTS.items():
+        assert label not in statement
+        words = statement.split()
+        for template in templates:  # no three words of a statement in a row in any template
+            for i in range(len(words) - 2):
+                assert " ".join(words[i:i + 3]) not in template, (statement, template)
+
+
+def _nli_examples() -> pl.DataFrame:
+    return pl.DataFrame({
+        "id": ["e1", "e2", "e3"],
+        "premise": ["A dog runs in the park .", "A woman sings on a stage .", "Two kids eat cake ."],
+        "hypothesis": ["An animal is outside .", "A woman is silent .", "Kids are eating ."],
+        "label": ["entailment", "contradiction", "entailment"],
+        "rationale": ["a dog in a park is outside", "she cannot sing and be silent", "kids eat cake"],
+        "rationale_2": ["dogs are animals", None, "eating cake is eating"],
+        "rationale_3": ["parks are outside", "singing is not silent", ""],
+    })
+
+
+def test_every_kind_is_built_and_what_cannot_be_built_is_counted():
+    built = perturb.perturbations(_nli_examples(), "nli", seed=0)
+    rows = {(r["id"], r["source"]): r["rationale"] for r in built.rows.iter_rows(named=True)}
+    assert rows[("e1", "perturb_explanation_2")] == "dogs are animals"
+    assert rows[("e2", "perturb_hypothesis_copied")] == "A woman is silent ."
+    assert rows[("e3", "perturb_premise_copied")] == "Two kids eat cake ."
+    assert rows[("e1", "perturb_label_novel")] == perturb.NOVEL_LABEL_STATEMENTS["entailment"]
+    assert rows[("e2", "perturb_negated")] == "she can sing and be silent"
+    assert built.skipped["explanation_2"] == 1 and built.skipped["explanation_3"] == 1  # e2's null, e3's blank
+    assert set(built.rows["label"]) <= {"entailment", "contradiction"}
+    assert all(s.startswith(perturb.PREFIX) for s in built.rows["source"])
+
+
+def test_an_instances_perturbation_does_not_depend_on_the_other_rows():
+    whole = perturb.perturbations(_nli_examples(), "nli", seed=3, kinds=("shuffled",)).rows
+    alone = perturb.perturbations(_nli_examples().slice(1, 1), "nli", seed=3, kinds=("shuffled",)).rows
+    assert alone.row(0) == whole.filter(pl.col("id") == "e2").row(0)
+
+
+def test_qa_has_no_premise_kinds_and_a_kind_of_another_task_is_refused():
+    qa = pl.DataFrame({"id": ["q1"], "question": ["Where do fish live ?"], "choices": [["water", "sky"]],
+                       "label": ["water"], "rationale": ["fish live in water"]})
+    built = perturb.perturbations(qa, "qa")
+    assert "perturb_premise_copied" not in set(built.rows["source"])
+    assert built.rows.filter(pl.col("source") == "perturb_label_novel")["rationale"][0] == "my pick would be water"
+    with pytest.raises(ValueError, match="premise_copied"):
+        perturb.perturbations(qa, "qa", kinds=("premise_copied",))
+
+
+# ---- criteria, worked by hand ---------------------------------------------------------------------------------
+
+SCORES = np.array([0.1, 0.4, 0.35, 0.8])
+LABELS = np.array([0, 0, 1, 1])
+
+
+def test_auroc_by_hand():
+    # positives 0.35 and 0.8 against negatives 0.1 and 0.4: 0.35 beats 0.1 only, 0.8 beats both -> 3 of 4
+    assert weighted_auroc(SCORES, LABELS)[0] == pytest.approx(0.75)
+    assert roc_auc_score(LABELS, SCORES) == pytest.approx(0.75)
+    # a tie counts 1/2: positives 1 and 2 against the negative 1 -> (0.5 + 1) / 2
+    assert weighted_auroc([1, 1, 2], [0, 1, 1])[0] == pytest.approx(0.75)
+
+
+def test_average_precision_by_hand():
+    # highest first: 0.8 (positive: precision 1, recall 1/2), 0.4 (negative), 0.35 (positive: precision 2/3,
+    # recall 1) -> 1/2 * 1 + 1/2 * 2/3
+    assert weighted_average_precision(SCORES, LABELS)[0] == pytest.approx(5 / 6)
+    assert average_precision_score(LABELS, SCORES) == pytest.approx(5 / 6)
+    # tied scores form one threshold: [1, 1] with one positive -> precision 1/2 at recall 1
+    assert weighted_average_precision([1, 1], [0, 1])[0] == pytest.approx(0.5)
+    assert average_precision_score([0, 1], [1, 1]) == pytest.approx(0.5)
+
+
+def test_spearman_by_hand():
+    # ranks of y: 1, 2, 3.5, 5, 3.5; deviations x -2..2, y -2, -1, .5, 2, .5: cov 8, var 10 and 9.5
+    x, y = [1, 2, 3, 4, 5], [5, 6, 7, 8, 7]
+    assert weighted_spearman(x, y)[0] == pytest.approx(8 / np.sqrt(95))
+    assert stats.spearmanr(x, y).statistic == pytest.approx(8 / np.sqrt(95))
+    assert np.isnan(weighted_spearman([1, 1, 1], [1, 2, 3])[0])  # a constant side has no rank correlation
+
+
+def test_integer_weights_equal_the_resample_written_out():
+    rng = np.random.default_rng(1)
+    scores, labels, other = rng.normal(size=30).round(1), rng.integers(0, 2, size=30), rng.normal(size=30)
+    counts = rng.integers(0, 4, size=(5, 30)).astype(float)
+    for b, w in enumerate(counts):
+        rows = np.repeat(np.arange(30), w.astype(int))
+        assert weighted_auroc(scores, labels, counts)[b] == pytest.approx(roc_auc_score(labels[rows], scores[rows]))
+        assert weighted_average_precision(scores, labels, counts)[b] == pytest.approx(
+            average_precision_score(labels[rows], scores[rows]))
+        assert weighted_spearman(scores, other, counts)[b] == pytest.approx(
+            stats.spearmanr(scores[rows], other[rows]).statistic)
+
+
+def test_ratio_and_order_credit():
+    assert order_credit([2, 1, 1], [1, 1, 2]).tolist() == [1.0, 0.5, 0.0]
+    assert ratio([1, 0.5, 0], [1, 1, 1], np.array([[2, 0, 1]]))[0] == pytest.approx(2 / 3)
+
+
+def test_the_interval_covers_the_spread_over_seeds():
+    draws = Draws("x", n_instances=50, n_seeds=5, n_boot=400)
+    flat = np.tile(np.full(400, 0.6), (5, 1))  # every seed the same: no training variance
+    spread = np.array([np.full(400, v) for v in (0.5, 0.55, 0.6, 0.65, 0.7)])  # seeds differ, instances do not
+    assert interval(combine_seeds(flat, draws), 0.95) == pytest.approx((0.6, 0.6))
+    low, high = interval(combine_seeds(spread, draws), 0.95)
+    assert low < 0.57 and high > 0.63  # the seeds' spread shows in the interval
+    # the same criterion draws the same instances for every scorer (paired): the draws follow from its name
+    assert (Draws("x", 50, 5, 10).instances == Draws("x", 50, 5, 10).instances).all()
+
+
+# ---- the protocol and its thresholds --------------------------------------------------------------------------
+
+def test_the_repositorys_protocol_reads_and_names_every_criterion():
+    protocol = load_protocol(PROTOCOL)
+    assert len(protocol.seeds) >= 5 and protocol.tasks["nli"].splits == {"tune": "6000:8000", "report": "8000:"}
+    assert protocol.criterion("acceptability_auroc/snli_acceptability").threshold == 0.5
+    assert protocol.criterion("perturb/shuffled").direction == "below"
+    assert protocol.criterion("perturb/explanation_2").judge == "abs_value"
+    assert protocol.criterion("perturb_order/explanation_2") is None  # no expected order between two people
+    assert protocol.criterion("perturb_corr/explanation_2").threshold == 0.5
+    assert protocol_digest(PROTOCOL) == protocol_digest(PROTOCOL) and len(protocol_digest(PROTOCOL)) == 64
+
+
+def test_a_bad_protocol_names_the_field(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text(PROTOCOL.read_text().replace("judge: low}         # acceptable", "judge: lowest}      # acceptable"))
+    with pytest.raises(ConfigError, match="acceptability_auroc.judge"):
+        load_protocol(bad)
+    with pytest.raises(ConfigError, match="no such protocol"):
+        load_protocol(tmp_path / "missing.yaml")
+
+
+def test_is_met_reads_direction_threshold_and_part():
+    protocol = load_protocol(PROTOCOL)
+    auroc = protocol.criterion("acceptability_auroc/f")
+    assert is_met(auroc, 0.6, 0.52, 0.68) is True and is_met(auroc, 0.6, 0.48, 0.7) is False
+    ap = protocol.criterion("acceptability_ap/f")
+    assert is_met(ap, 0.5, 0.45, 0.55, prevalence=0.4) is True and is_met(ap, 0.5, 0.45, 0.55, prevalence=0.46) is False
+    near = protocol.criterion("perturb/explanation_2")
+    assert is_met(near, -0.05, -0.2, 0.1, gold_sd=0.5) is True and is_met(near, -0.15, -0.2, 0.1, gold_sd=0.5) is False
+    assert is_met(near, -0.05, -0.2, 0.1) is None  # no gold sd: not judged
+    assert is_met(None, 0.9, 0.8, 1.0) is None
+
+
+def _synthetic(protocol_path: Path) -> dict:
+    """results of a made-up scorer pair on a made-up acceptability file and one perturbation, through evaluate."""
+    from larev.human.annotations import Annotations
+    from larev.validity.evidence import SeedScores, evaluate
+
+    rng = np.random.default_rng(0)
+    ids = [f"i{k}" for k in range(40)]
+    judged = pl.DataFrame({"id": [i for i in ids for _ in range(3)],
+                           "source": [f"candidate-{c}" for _ in ids for c in range(3)],
+                           "votes": rng.integers(0, 4, size=120), "annotators": [3] * 120,
+                           "gpt3_nll": rng.normal(size=120), "length": rng.integers(3, 20, size=120).astype(float)})
+    texts = judged.select("id", "source", rationale=pl.lit("some words here"))
+    ann = Annotations(name="acc", kind="acceptability", task="nli", examples=pl.DataFrame(), rationales=texts,
+                      judgements=judged, notes=[], skipped=pl.DataFrame())
+    human = judged.select("id", "source", metric=pl.lit("rev"),
+                          score=pl.col("votes").cast(pl.Float64) + pl.Series(rng.normal(scale=1.5, size=120)))
+    gold = pl.DataFrame({"id": ids, "source": "gold", "metric": "rev", "score": rng.normal(1, 1, size=40)})
+    shuffled = gold.with_columns(source=pl.lit("perturb_shuffled"), score=pl.col("score") - 0.5)
+    per_seed = {s: SeedScores(test=pl.concat([gold, shuffled]).select("metric", "id", "source", "score"),
+                              human={"acc": human.select("metric", "id", "source", "score")}) for s in (0, 1)}
+    return evaluate(load_protocol(protocol_path), "nli", per_seed, {"acc": ann})
+
+
+def test_the_marks_follow_the_protocols_thresholds(tmp_path):
+    from larev.validity.report import cell_text
+
+    before = _synthetic(PROTOCOL)["scorers"]["rev"]
+    assert before["pairwise/acc"]["met"] is True and cell_text(before["pairwise/acc"]).endswith("✓")
+    assert before["perturb_order/shuffled"]["value"] == 1.0 and before["perturb_order/shuffled"]["met"] is True
+    copy = tmp_path / "validity.yaml"
+    shutil.copy(PROTOCOL, copy)
+    text = copy.read_text()
+    text = text.replace("pairwise: {direction: above, threshold: 0.5,", "pairwise: {direction: above, threshold: 0.95,")
+    copy.write_text(text)
+    after = _synthetic(copy)["scorers"]["rev"]
+    assert after["pairwise/acc"]["value"] == before["pairwise/acc"]["value"]  # the same figure
+    assert after["pairwise/acc"]["met"] is False and cell_text(after["pairwise/acc"]).endswith("✗")
+    assert after["perturb_order/shuffled"]["met"] is True  # another criterion: unchanged
+
+
+def test_a_cell_on_a_kind_the_scorer_trained_on_is_marked_and_not_judged(tmp_path):
+    copy = tmp_path / "validity.yaml"
+    copy.write_text(PROTOCOL.read_text().replace("  larev_vs_empty: [empty,", "  rev: [shuffled]\n  larev_vs_empty: [empty,"))
+    cells = _synthetic(copy)["scorers"]["rev"]
+    assert cells["perturb_order/shuffled"]["trained_on"] is True and cells["perturb_order/shuffled"]["met"] is None
+    assert "trained_on" not in cells["pairwise/acc"]
+
+
+# ---- the human split and the ledger ---------------------------------------------------------------------------
+
+def test_human_halves_split_by_instance_and_cover_the_file():
+    frame = pl.DataFrame({"id": [str(k) for k in range(200) for _ in range(3)], "annotator": [0, 1, 2] * 200})
+    tune, report = human_half(frame, "tune"), human_half(frame, "report")
+    assert tune.height + report.height == frame.height
+    assert not set(tune["id"]) & set(report["id"])
+    assert 70 < tune["id"].n_unique() < 130  # about half
+    assert all(in_tune_half(i) for i in tune["id"])
+
+
+def test_the_ledger_takes_report_runs_only(tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    results = {"date": "2026-11-28", "commit": "abc", "protocol": "d" * 64, "task": "nli", "split": "report",
+               "seeds": [0, 1], "backbone": "embedded", "partial": False, "scorers": {}}
+    append_ledger(ledger, results, out="bench/x")
+    assert read_ledger(ledger) == [{"date": "2026-11-28", "commit": "abc", "protocol": "d" * 64,
+                                    "protocol_name": None, "task": "nli", "split": "report", "seeds": [0, 1],
+                                    "backbone": "embedded", "partial": False, "out": "bench/x"}]
+    with pytest.raises(ValueError, match="report split"):
+        append_ledger(ledger, {**results, "split": "tune"}, out="bench/y")
