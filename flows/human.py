@@ -22,6 +22,7 @@ from storage.ref import ArtifactRef
 from tasks.baselines import make_baselines, make_rationale_variants
 from tasks.export import read_run
 from tasks.human import annotation_inputs
+from tasks.metric import Run
 from tasks.runtime.runner import StepRunner
 
 
@@ -36,6 +37,20 @@ class HumanParams(BaseModel):
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
     refresh: bool = Field(False, description="recompute every step even where a cached result exists")
+
+
+def score_annotations(steps: StepRunner, base: Run, refs: dict[str, ArtifactRef], path: str,
+                      name: str) -> list[ArtifactRef]:
+    """Score tables of an annotation file's explanations (and each instance's vacuous baseline) by every metric a
+    finished run (`base`, `refs`) trained; its instances are new test examples, baselines built as for any."""
+    inputs = steps.run(annotation_inputs, path, file_digest(path), step_label=f"{name}-inputs")
+    baselines = steps.run(make_baselines, inputs["examples"], base.baseline_config,
+                          step_label=f"{name}-baselines")
+    # the vacuous baseline scored too: the reference row of each source table
+    rationales = steps.run(make_rationale_variants, inputs["examples"], baselines, ["vacuous"],
+                           inputs["rationales"], step_label=f"{name}-rationales")
+    scoring = replace(base, examples=inputs["examples"], baselines=baselines)
+    return score_all(scoring, refs, rationales, label=f"{name}-")
 
 
 @flow(name="human-agreement", flow_run_name="human-{params.run}", log_prints=True)
@@ -56,15 +71,9 @@ def human_agreement(params: HumanParams) -> dict:
         base = finished_run(steps, run, refs, device=params.device)
         for path, ann in zip(params.annotations, read, strict=True):
             started = time.perf_counter()
-            inputs = steps.run(annotation_inputs, path, file_digest(path), step_label=f"{ann.name}-inputs")
-            baselines = steps.run(make_baselines, inputs["examples"], base.baseline_config,
-                                  step_label=f"{ann.name}-baselines")
-            # the vacuous baseline scored too: the reference row of each source table
-            rationales = steps.run(make_rationale_variants, inputs["examples"], baselines, ["vacuous"],
-                                   inputs["rationales"], step_label=f"{ann.name}-rationales")
-            scoring = replace(base, examples=inputs["examples"], baselines=baselines)
-            tables = score_all(scoring, refs, rationales, label=f"{ann.name}-")
-            scores = pl.concat([store.read_parquet(t.key) for t in tables], how="diagonal_relaxed")
+            scores = pl.concat([store.read_parquet(t.key) for t in score_annotations(steps, base, refs, path,
+                                                                                      ann.name)],
+                               how="diagonal_relaxed")
             if ann.kind == "fine_grained":
                 results["fine_grained"] = fine_grained_agreement(ann, scores, n_boot=params.bootstrap)
                 fine_frames = judged_scores(ann.judgements.select("id", "source", "human"), scores)

@@ -313,6 +313,36 @@ def bench_human(args) -> int:
     return 0
 
 
+def bench_validity(args) -> int:
+    """`larev bench validity`: the protocol's scorers on its task and split (flows/validity.py)."""
+    from flows.validity import ValidityParams, validity_benchmark
+    from larev.errors import ConfigError
+
+    overrides = {}
+    for item in args.overrides:
+        path, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected PATH=VALUE")
+        try:
+            overrides[path.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[path.strip()] = value
+    params = ValidityParams(protocol=args.protocol, task=args.task, split=args.split, out=args.out, seeds=args.seeds,
+                            metrics=args.metrics, human=args.human, test_limit=args.test_limit, overrides=overrides,
+                            artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, device=args.device,
+                            progress=not args.no_progress)
+    _wait_for_api(args)
+    started = time.perf_counter()
+    result = validity_benchmark(params)
+    from larev.validity.report import summary_lines
+
+    for line in summary_lines(result["results"]):
+        print(line)
+    print(f"\nValidity results in {result['out']} ({time.perf_counter() - started:.0f} s): results.json, "
+          "results.md, results.png")
+    return 0
+
+
 def _bench_seeds(args, out: Path) -> dict:
     """`bench quality --seeds N [--first-seed K]`: the protocol once per seed offset K..K+N-1 (run name
     <name>-seed<i>, outputs in OUT/seed-<i>), then results.json / results.md over every seed in OUT (returned)."""

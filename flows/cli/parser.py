@@ -180,6 +180,14 @@ def _report_rows(text: str) -> tuple[str, slice]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _int_list(text: str) -> list[int]:
+    """An argparse type: comma-separated integers."""
+    try:
+        return [int(part) for part in _comma_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
 def _at_least(minimum: int):
     """An argparse type: an integer >= minimum (checked while parsing, before any server starts)."""
     def check(text: str) -> int:
@@ -295,6 +303,36 @@ def build_parser() -> argparse.ArgumentParser:
     human.add_argument("--refresh", action="store_true", help="recompute every step, cached or not")
     _server_option(human)
     human.set_defaults(func=cmd.bench_human)
+
+    validity = bench.add_parser("validity", help="every scorer on human judgements, perturbations no scorer trains "
+                                                 "on and the variants, as protocols/validity.yaml fixes them; "
+                                                 "results.json, results.md, results.png")
+    validity.add_argument("--protocol", default="protocols/validity.yaml", help="the protocol file (default: "
+                                                                                "%(default)s)")
+    validity.add_argument("--task", choices=("nli", "qa"), default="nli", help="the protocol's task")
+    validity.add_argument("--split", choices=("tune", "report"), default="tune",
+                          help="tune (choices are made on it) or report (read once per decision; the run appends "
+                               "its line to the ledger)")
+    validity.add_argument("--out", required=True, help="directory for results.json, results.md, results.png")
+    validity.add_argument("--seeds", type=_int_list, default=None,
+                          help="a subset of the protocol's seeds, e.g. 0,1 (results say so); default: all")
+    validity.add_argument("--metrics", type=_comma_list, default=None,
+                          help="a subset of the protocol's metrics, e.g. rev,larev (results marked partial)")
+    validity.add_argument("--human", action="append", default=[], metavar="FILE",
+                          help="another annotation file of the task's layout, split by instance as the protocol's "
+                               "(repeatable)")
+    validity.add_argument("--test-limit", type=_at_least(5), default=None,
+                          help="at most this many of the split's rows (a quick look; results marked partial)")
+    validity.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                          help="a pipeline setting by dotted path, VALUE as JSON (results marked partial)")
+    validity.add_argument("--store", default=".larev/store", help="artifact store (default: %(default)s)")
+    validity.add_argument("--run-dir", default="runs", help="where each seed's run goes (default: %(default)s)")
+    validity.add_argument("--ledger", default="protocols/ledger.jsonl",
+                          help="the report split's ledger (default: %(default)s)")
+    validity.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    validity.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _server_option(validity)
+    validity.set_defaults(func=cmd.bench_validity)
 
     speed = bench.add_parser("speed", help="speed ratios measured side by side in one run; speed.json")
     speed.add_argument("--out", required=True, help="directory for speed.json")

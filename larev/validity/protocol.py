@@ -141,3 +141,27 @@ def is_met(criterion: Criterion | None, value: float | None, low: float | None, 
     if part is None or threshold is None or part != part:  # NaN
         return None
     return part > threshold if criterion.direction == "above" else part < threshold
+
+
+def check_inputs(protocol: Protocol, protocol_path: str, task: str, human: list[str], seeds: list[int] | None,
+                 metrics: list[str] | None) -> list[str]:
+    """Before the first step: the seeds and metrics asked are the protocol's, and every file the run reads exists
+    (the task's data and human files, and `human`), each human file of the task. Returns the human files."""
+    from larev.human.annotations import read_annotations
+
+    if task not in protocol.tasks:
+        raise ConfigError(f"{protocol_path}: no task {task!r} (it has {sorted(protocol.tasks)})")
+    unknown_seeds = [s for s in seeds or [] if s not in protocol.seeds]
+    if unknown_seeds:
+        raise ConfigError(f"seeds {unknown_seeds} are not the protocol's ({protocol.seeds})")
+    unknown = [m for m in metrics or [] if m not in protocol.scorers.metrics]
+    if unknown:
+        raise ConfigError(f"metrics {unknown} are not the protocol's ({protocol.scorers.metrics})")
+    files = [*protocol.tasks[task].human, *human]
+    missing = [f for f in [protocol.tasks[task].data, *files] if not Path(f).is_file()]
+    if missing:
+        raise ConfigError(f"{protocol_path}: file(s) not found from {Path.cwd()}: {missing}")
+    for path in files:
+        if (found := read_annotations(path).task) != task:
+            raise ConfigError(f"{path}: {found.upper()} annotations for the {task.upper()} protocol")
+    return files

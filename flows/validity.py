@@ -1,0 +1,196 @@
+"""`larev bench validity`: one set of scorers on three kinds of evidence no scorer is tuned on, as the protocol
+file (protocols/validity.yaml) fixes them: human judgements (each file's half of the split), perturbations of the
+gold rationale, and the built-in variants.
+
+Per seed, a pipeline run trains every scorer on the protocol's train rows and scores the split's test rows with
+their perturbations (a rationale file), then scores each human file's half with the same evaluators. The scores go
+to OUT/seed-<k>/; larev/validity/evidence.py turns them into results.json, results.md and results.png. A run on
+the report split appends its line to the ledger. Every step is cached: a rerun reads what it already computed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+from prefect import flow
+from pydantic import BaseModel, ConfigDict, Field
+
+from larev.config import Device
+from larev.data.files import read_table
+from larev.data.sources import parse_slice
+from larev.errors import ConfigError
+from larev.human.annotations import read_annotations
+from larev.validity.protocol import Protocol, check_inputs, load_protocol, protocol_digest
+from storage import ArtifactStore
+from storage.ref import ArtifactRef
+
+DEFAULT_PROTOCOL = "protocols/validity.yaml"
+DEFAULT_LEDGER = "protocols/ledger.jsonl"
+
+
+class ValidityParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    protocol: str = Field(DEFAULT_PROTOCOL, description="the protocol file: data, splits, seeds, scorers, criteria")
+    task: Literal["nli", "qa"] = Field("nli", description="which of the protocol's tasks")
+    split: Literal["tune", "report"] = Field("tune", description="tune: choices are made on it; report: read "
+                                                                 "once per decision, recorded in the ledger")
+    out: str = Field(..., description="directory for results.json, results.md, results.png and seed-<k>/")
+    seeds: list[int] | None = Field(None, description="a subset of the protocol's seeds (results say which ran); "
+                                                      "default: all of them")
+    metrics: list[str] | None = Field(None, description="a subset of the protocol's metrics; default: all")
+    human: list[str] = Field(default_factory=list, description="more annotation files of the task's layout")
+    test_limit: int | None = Field(None, ge=5, description="at most this many of the split's rows (a quick look; "
+                                                           "results are marked partial)")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="pipeline settings by dotted path "
+                                                                        "(marked in results; not the protocol's)")
+    artifact_root: str = Field(".larev/store", description="artifact store: a local path or s3://bucket/prefix")
+    run_dir: str = Field("runs", description="each seed's pipeline run goes to RUN_DIR/validity-...")
+    ledger: str = Field(DEFAULT_LEDGER, description="the report split's ledger (one JSON line per run)")
+    device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
+    progress: bool = Field(True, description="progress bars on long steps")
+
+
+def _set(tree: dict, path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    for key in parents:
+        if not isinstance(tree.get(key), dict):
+            raise ConfigError(f"override {path!r}: {key!r} is not a section of the pipeline's parameters")
+        tree = tree[key]
+    if leaf not in tree:
+        raise ConfigError(f"override {path!r}: no setting {leaf!r} there")
+    tree[leaf] = value
+
+
+def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, perturbations: str, test_rows: str):
+    """The pipeline parameters of one seed: the protocol's data and backbone, its scorers switched on (metrics,
+    LAREV's controls and ablations), the perturbations scored as a rationale file, every seed moved by `seed`."""
+    from flows.metrics import with_metrics
+    from flows.pipeline import PipelineParams
+    from larev.bench.quality import reseeded
+
+    task = protocol.tasks[params.task]
+    metrics = params.metrics or protocol.scorers.metrics
+    tree = PipelineParams(
+        run_name=f"validity-{params.task}-{params.split}-seed{seed}", artifact_root=params.artifact_root,
+        run_dir=params.run_dir, rationales=perturbations, progress=params.progress,
+        data={"source": "files", "task": params.task, "train": task.data, "test": task.data,
+              "train_rows": task.train_rows, "test_rows": test_rows},
+        model={"backbone": protocol.backbone}, train={"device": params.device}).model_dump(mode="json")
+    tree = with_metrics(PipelineParams.model_validate(tree), metrics).model_dump(mode="json")
+    if tree["larev"]["enabled"]:
+        tree["larev"]["controls"] = list(protocol.scorers.controls)
+        tree["larev"]["ablations"] = list(protocol.scorers.ablations)
+    for path, value in params.overrides.items():
+        _set(tree, path, value)
+    return reseeded(PipelineParams.model_validate(tree), seed)
+
+
+def split_rows(protocol: Protocol, params: ValidityParams) -> str:
+    """The split's row slice, cut to `test_limit` rows when given."""
+    rows = protocol.tasks[params.task].splits[params.split]
+    if params.test_limit is None:
+        return rows
+    part = parse_slice(rows)
+    start = part.start or 0
+    stop = start + params.test_limit if part.stop is None else min(part.stop, start + params.test_limit)
+    return f"{start}:{stop}"
+
+
+def test_examples(protocol: Protocol, params: ValidityParams, rows: str) -> pl.DataFrame:
+    data = read_table(protocol.tasks[params.task].data)
+    return data[parse_slice(rows)]
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, check=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+@flow(name="validity-benchmark", flow_run_name="validity-{params.task}-{params.split}", log_prints=True)
+def validity_benchmark(params: ValidityParams) -> dict:
+    """Train the protocol's scorers once per seed and judge them on human judgements, perturbations and variants."""
+    from flows.human import score_annotations
+    from flows.pipeline import larev_pipeline
+    from flows.score import finished_run
+    from larev.validity.human_split import human_half
+    from larev.validity.ledger import append_ledger
+    from larev.validity.perturb import perturbations
+    from tasks.export import read_run
+    from tasks.runtime.runner import StepRunner
+
+    protocol = load_protocol(params.protocol)
+    files = check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
+    out = Path(params.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+    rows = split_rows(protocol, params)
+    started = time.perf_counter()
+    perturbed = perturbations(test_examples(protocol, params, rows), params.task, seed=0)
+    perturb_file = out / "perturbations.parquet"
+    perturbed.rows.write_parquet(perturb_file)
+    halves = {}
+    for path in files:
+        half = out / "human" / f"{Path(path).stem}-{params.split}.parquet"
+        half.parent.mkdir(exist_ok=True)
+        human_half(read_table(path), params.split).write_parquet(half)
+        halves[Path(path).stem] = str(half)
+    annotations = {name: read_annotations(path) for name, path in halves.items()}
+    seconds["inputs"] = time.perf_counter() - started
+    seeds = params.seeds or protocol.seeds
+    per_seed: dict[int, dict] = {}
+    for n, seed in enumerate(seeds, 1):
+        print(f"seed {seed} ({n} of {len(seeds)})", flush=True)
+        started = time.perf_counter()
+        result = larev_pipeline(pipeline_params(protocol, params, seed, str(perturb_file), rows))
+        seconds[f"seed-{seed}-pipeline"] = time.perf_counter() - started
+        run = read_run(result["run_dir"])
+        refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
+        store = ArtifactStore(run["artifact_root"])
+        seed_dir = out / f"seed-{seed}"
+        seed_dir.mkdir(exist_ok=True)
+        test_scores = store.read_parquet(refs["scores"].key).select("metric", "id", "source", "score")
+        test_scores.write_parquet(seed_dir / "scores.parquet")
+        human_scores = {}
+        started = time.perf_counter()
+        with StepRunner(store, progress=params.progress) as steps:
+            base = finished_run(steps, run, refs, device=params.device)
+            for name, path in halves.items():
+                tables = score_annotations(steps, base, refs, path, f"{name}-{params.split}")
+                frame = pl.concat([store.read_parquet(t.key) for t in tables], how="diagonal_relaxed")
+                human_scores[name] = frame.select("metric", "id", "source", "score")
+                human_scores[name].write_parquet(seed_dir / f"human-{name}.parquet")
+        seconds[f"seed-{seed}-human"] = time.perf_counter() - started
+        per_seed[seed] = {"test": test_scores, "human": human_scores, "signatures": run.get("signatures", {})}
+        if n == 1:
+            texts = store.read_parquet(refs["rationales"].key).select("id", "source", "rationale")
+    from larev.validity.evidence import SeedScores, evaluate
+    from larev.validity.report import write_results
+
+    started = time.perf_counter()
+    per_seed = {seed: SeedScores(**scores) for seed, scores in per_seed.items()}
+    results = evaluate(protocol, params.task, per_seed, annotations, texts=texts)
+    seconds["evidence"] = time.perf_counter() - started
+    partial = bool(params.seeds or params.metrics or params.test_limit or params.overrides)
+    results = {"protocol": protocol_digest(params.protocol), "protocol_name": protocol.name, "task": params.task,
+               "split": params.split, "seeds": list(seeds), "backbone": protocol.backbone, "test_rows": rows,
+               "partial": partial, "overrides": params.overrides, "commit": _commit(),
+               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "perturbations_skipped": perturbed.skipped, "seconds": {k: round(v, 1) for k, v in seconds.items()},
+               **results}
+    results = write_results(out, results)
+    if params.split == "report":
+        append_ledger(params.ledger, results, out=str(out))
+    print(f"validity results in {out}: results.json, results.md, results.png", flush=True)
+    return {"out": str(out), "results": results}

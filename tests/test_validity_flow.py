@@ -1,0 +1,114 @@
+"""`larev bench validity` end to end on a tiny protocol (demo sentences in files, a tiny model, two seeds): the
+results.json shape of issue 53, every criterion for every scorer, and the report split's ledger line; and the CLI's
+refusals before any step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+
+from flows.cli import main
+from larev.config import DemoDataConfig
+from larev.data.demo import generate_demo
+from larev.validity.protocol import protocol_digest
+from larev.validity.ledger import read_ledger
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_SETTINGS = {"model.d_model": 16, "model.d_ff": 32, "model.num_layers": 1, "model.num_heads": 2, "model.d_kv": 8,
+                 "train.epochs": 1, "train.batch_size": 16, "larev.attribution.n_steps": 4,
+                 "larev.probe_train.epochs": 1, "larev.la_train.epochs": 1, "larev.la_train.batch_size": 8,
+                 "larev.la_min_steps": 0}
+
+
+def _files(root: Path) -> tuple[Path, Path]:
+    """An NLI examples file (train rows, then the test rows; a second explanation on every row) and an
+    acceptability file on 24 new instances, two candidates each, three annotators."""
+    demo = generate_demo(DemoDataConfig(n_train=70, n_validation=5, n_test=40, seed=5))
+    rows = demo.select("id", "premise", "hypothesis", "label", "rationale").with_columns(
+        rationale_2=pl.col("rationale").str.replace(r"^(\S+)", "indeed $1"))
+    data = root / "nli.parquet"
+    rows.write_parquet(data)
+    rng = np.random.default_rng(0)
+    human = []
+    for k, ex in enumerate(rows.tail(24).iter_rows(named=True)):
+        for candidate, text in ((1, ex["rationale"]), (2, f"It is {ex['label']}.")):
+            for annotator in range(3):
+                human.append({"id": f"h{k}", "premise": ex["premise"], "hypothesis": ex["hypothesis"],
+                              "label": ex["label"], "candidate": candidate, "rationale": text,
+                              "annotator": annotator, "acceptable": int(rng.random() < (0.8 if candidate == 1 else 0.3)),
+                              "gpt3_nll": float(candidate) + float(rng.random())})
+    acceptability = root / "tiny_acceptability.parquet"
+    pl.DataFrame(human).write_parquet(acceptability)
+    return data, acceptability
+
+
+def _protocol(root: Path, data: Path, human: Path) -> Path:
+    raw = yaml.safe_load((REPO / "protocols" / "validity.yaml").read_text())
+    raw["seeds"], raw["bootstrap"] = [0, 1], 50
+    raw["tasks"] = {"nli": {"data": str(data), "train_rows": ":75", "splits": {"tune": "75:95", "report": "95:115"},
+                            "human": [str(human)]}}
+    path = root / "validity.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def report_run(tmp_path_factory, prefect_harness):
+    from flows.validity import ValidityParams, validity_benchmark
+
+    root = tmp_path_factory.mktemp("validity")
+    data, human = _files(root)
+    protocol = _protocol(root, data, human)
+    params = ValidityParams(protocol=str(protocol), split="report", out=str(root / "out"), metrics=["rev", "larev"],
+                            overrides=TINY_SETTINGS, artifact_root=str(root / "store"), run_dir=str(root / "runs"),
+                            ledger=str(root / "ledger.jsonl"), progress=False)
+    return root, protocol, validity_benchmark(params)
+
+
+def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(report_run):
+    root, protocol, result = report_run
+    results = json.loads((root / "out" / "results.json").read_text())
+    assert results["protocol"] == protocol_digest(protocol) and results["split"] == "report"
+    assert results["seeds"] == [0, 1] and results["partial"] is True  # two metrics of six, settings overridden
+    trained = {"rev", "larev", "larev_no_irm", "larev_no_probe", "control_erm_envs", "control_phi", "control_r_only"}
+    assert trained | {"length", "gpt3_nll"} == set(results["scorers"])
+    built = [k for k, n in results["perturbations_skipped"].items() if n < 20]
+    assert "explanation_2" in built and "explanation_3" not in built  # the file has no third explanation
+    expected = {f"{head}/tiny_acceptability" for head in ("acceptability_auroc", "acceptability_ap", "pairwise")}
+    expected |= {f"{head}/{kind}" for kind in built for head in ("perturb", "perturb_order")}
+    expected |= {f"{head}/{name}" for name in ("leaky", "vacuous", "borrowed", "empty")
+                 for head in ("variant", "variant_order")}
+    expected |= {"perturb_corr/explanation_2", "variant_corr/gold_leaky"}
+    for scorer in trained:
+        cells = results["scorers"][scorer]
+        assert expected <= set(cells), (scorer, expected - set(cells))
+        for cell in cells.values():
+            assert {"value", "low", "high", "met"} <= set(cell)
+            assert cell["met"] in (True, False, None)
+            assert len(cell["per_seed"]) == 2  # one figure per seed, the value their mean
+    rev = results["scorers"]["rev"]["pairwise/tiny_acceptability"]
+    assert rev["value"] == pytest.approx(np.mean(rev["per_seed"])) and rev["low"] <= rev["value"] <= rev["high"]
+    assert len(results["scorers"]["gpt3_nll"]) == 3  # GPT-3's NLL exists for the human file only
+    for name in ("results.md", "results.png", "perturbations.parquet", "seed-0/scores.parquet",
+                 "seed-1/human-tiny_acceptability.parquet"):
+        assert (root / "out" / name).is_file()
+    assert "## Best scorer per criterion" in (root / "out" / "results.md").read_text()
+
+
+def test_a_run_on_the_report_split_writes_its_ledger_line(report_run):
+    root, protocol, result = report_run
+    (line,) = read_ledger(root / "ledger.jsonl")
+    assert line["protocol"] == protocol_digest(protocol) and line["split"] == "report"
+    assert line["out"] == str(root / "out") and line["date"] and "commit" in line
+
+
+def test_the_cli_refuses_seeds_and_metrics_outside_the_protocol(tmp_path, capsys):
+    assert main(["bench", "validity", "--out", str(tmp_path), "--seeds", "0,9"]) == 2
+    assert "seeds [9] are not the protocol's" in capsys.readouterr().err
+    assert main(["bench", "validity", "--out", str(tmp_path), "--metrics", "rev,bleu"]) == 2
+    assert "metrics ['bleu'] are not the protocol's" in capsys.readouterr().err
