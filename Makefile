@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install install-minilm demo server-stop test test-service test-ui test-slow bench-quality bench-cose bench-human bench-backbone bench-speed bench-gpu-reference bench-scale bench-memory clean
+.PHONY: install install-minilm demo server-stop test test-service test-ui test-slow bench-quality bench-cose bench-human bench-validity bench-backbone bench-speed bench-gpu-reference bench-scale bench-memory clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,13 @@ bench-human: install
 		--annotations $(HUMAN)/cqa_acceptability.parquet --out bench/human-cqa --no-progress
 	$(BIN)/larev bench human --run runs/esnli-bench --annotations $(HUMAN)/snli_acceptability.parquet \
 		--out bench/human-snli --no-progress
+
+## the validity benchmark (protocols/validity.yaml): every scorer on human judgements, perturbations and variants,
+## the protocol's 5 seeds; TASK=qa for CoS-E, SPLIT=report once per decision (appends to protocols/ledger.jsonl)
+TASK ?= nli
+SPLIT ?= tune
+bench-validity: install
+	$(BIN)/larev bench validity --task $(TASK) --split $(SPLIT) --out bench/validity-$(TASK)-$(SPLIT) --no-progress
 
 ## the pretrained minilm backbone next to the embedded one on the same e-SNLI rows (train: the first 2,000 rows, test:
 ## 8000:), REV and LAREV, our IRM weight (1) and the thesis's (25, the `thesis` ablation), IG at 8 steps, 2 seeds each

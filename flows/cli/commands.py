@@ -315,6 +315,8 @@ def bench_human(args) -> int:
 
 def bench_validity(args) -> int:
     """`larev bench validity`: the protocol's scorers on its task and split (flows/validity.py)."""
+    import yaml
+
     from flows.validity import ValidityParams, validity_benchmark
     from larev.errors import ConfigError
 
@@ -323,10 +325,7 @@ def bench_validity(args) -> int:
         path, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--set {item!r}: expected PATH=VALUE")
-        try:
-            overrides[path.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[path.strip()] = value
+        overrides[path.strip()] = yaml.safe_load(value)  # as `--set` reads it elsewhere: 2.5, true, [a, b]
     params = ValidityParams(protocol=args.protocol, task=args.task, split=args.split, out=args.out, seeds=args.seeds,
                             metrics=args.metrics, human=args.human, test_limit=args.test_limit, overrides=overrides,
                             artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, device=args.device,

@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     validity.add_argument("--test-limit", type=_at_least(5), default=None,
                           help="at most this many of the split's rows (a quick look; results marked partial)")
     validity.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
-                          help="a pipeline setting by dotted path, VALUE as JSON (results marked partial)")
+                          help="a pipeline setting by dotted path, VALUE read as YAML (results marked partial)")
     validity.add_argument("--store", default=".larev/store", help="artifact store (default: %(default)s)")
     validity.add_argument("--run-dir", default="runs", help="where each seed's run goes (default: %(default)s)")
     validity.add_argument("--ledger", default="protocols/ledger.jsonl",
