@@ -137,6 +137,15 @@ def validity_benchmark(params: ValidityParams) -> dict:
     seconds: dict[str, float] = {}
     rows = split_rows(protocol, params)
     started = time.perf_counter()
+    if params.split == "report":
+        from larev.validity.ledger import read_ledger
+
+        before = [line for line in read_ledger(params.ledger)
+                  if line.get("protocol") == protocol_digest(params.protocol) and line.get("task") == params.task]
+        print(f"the report split, read {len(before)} time(s) before under this protocol (ledger {params.ledger})"
+              + "".join(f"\n  {line['date']} commit {line['commit']} -> {line['out']}" for line in before),
+              flush=True)
+    # one set of perturbations for every training seed (their draws: seed 0 and each instance's id)
     perturbed = perturbations(test_examples(protocol, params, rows), params.task, seed=0)
     perturb_file = out / "perturbations.parquet"
     perturbed.rows.write_parquet(perturb_file)
@@ -187,7 +196,8 @@ def validity_benchmark(params: ValidityParams) -> dict:
                "split": params.split, "seeds": list(seeds), "backbone": protocol.backbone, "test_rows": rows,
                "partial": partial, "overrides": params.overrides, "commit": _commit(),
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "perturbations_skipped": perturbed.skipped, "seconds": {k: round(v, 1) for k, v in seconds.items()},
+               "perturbations_skipped": perturbed.skipped,
+               "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()}, "seconds": {k: round(v, 1) for k, v in seconds.items()},
                **results}
     results = write_results(out, results)
     if params.split == "report":

@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from larev.reports import markdown_table, png_bytes
+from larev.signature import signature_difference
 
 MARKS = {True: " ✓", False: " ✗", None: ""}
 METRICS_FIRST_CLASS = ("rev", "larev", "larev_vs_empty", "rora", "rq", "las")
@@ -167,6 +168,14 @@ def results_markdown(results: dict) -> str:
         if skipped:
             lines += ["Instances a perturbation could not be built for (left out): "
                       + ", ".join(f"{k} {v}" for k, v in skipped.items()) + ".", ""]
+    signatures = results.get("signatures") or {}
+    if signatures:
+        first = next(iter(signatures))
+        fields = sorted({f for per_seed in signatures.values() for metric, sig in per_seed.items()
+                         if metric in signatures[first] for f in signature_difference(signatures[first][metric], sig)})
+        lines += ["## Signatures", "", f"What computed each metric's scores (seed {first}; across the seeds they "
+                  + (f"differ in {', '.join(fields)}" if fields else "are equal") + "):", "",
+                  *(f"- `{sig}`" for sig in signatures[first].values()), ""]
     if results.get("seconds"):
         lines += ["## Time", "", *(f"- {k}: {v:.0f} s" for k, v in results["seconds"].items()), ""]
     return "\n".join(lines)
