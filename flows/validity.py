@@ -69,8 +69,9 @@ def _set(tree: dict, path: str, value: Any) -> None:
 
 
 def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, perturbations: str, test_rows: str):
-    """The pipeline parameters of one seed: the protocol's data and backbone, its scorers switched on (metrics,
-    LAREV's controls and ablations), the perturbations scored as a rationale file, every seed moved by `seed`."""
+    """The pipeline parameters of one seed: the protocol's data, backbone and task settings, its scorers switched on
+    (metrics, LAREV's controls and ablations), the perturbations scored as a rationale file, the caller's overrides,
+    every seed moved by `seed`."""
     from flows.metrics import with_metrics
     from flows.pipeline import PipelineParams
     from larev.bench.quality import reseeded
@@ -87,7 +88,7 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, pertu
     if tree["larev"]["enabled"]:
         tree["larev"]["controls"] = list(protocol.scorers.controls)
         tree["larev"]["ablations"] = list(protocol.scorers.ablations)
-    for path, value in params.overrides.items():
+    for path, value in {**task.settings, **params.overrides}.items():  # the protocol's, then the caller's
         _set(tree, path, value)
     return reseeded(PipelineParams.model_validate(tree), seed)
 
@@ -130,7 +131,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     from tasks.export import read_run
     from tasks.runtime.runner import StepRunner
 
-    protocol = load_protocol(params.protocol)
+    protocol, digest = load_protocol(params.protocol), protocol_digest(params.protocol)  # read once, at the start
     files = check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
     out = Path(params.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -141,7 +142,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
         from larev.validity.ledger import read_ledger
 
         before = [line for line in read_ledger(params.ledger)
-                  if line.get("protocol") == protocol_digest(params.protocol) and line.get("task") == params.task]
+                  if line.get("protocol") == digest and line.get("task") == params.task]
         print(f"the report split, read {len(before)} time(s) before under this protocol (ledger {params.ledger})"
               + "".join(f"\n  {line['date']} commit {line['commit']} -> {line['out']}" for line in before),
               flush=True)
@@ -192,7 +193,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     results = evaluate(protocol, params.task, per_seed, annotations, texts=texts)
     seconds["evidence"] = time.perf_counter() - started
     partial = bool(params.seeds or params.metrics or params.test_limit or params.overrides)
-    results = {"protocol": protocol_digest(params.protocol), "protocol_name": protocol.name, "task": params.task,
+    results = {"protocol": digest, "protocol_name": protocol.name, "task": params.task,
                "split": params.split, "seeds": list(seeds), "backbone": protocol.backbone, "test_rows": rows,
                "partial": partial, "overrides": params.overrides, "commit": _commit(),
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

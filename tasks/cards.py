@@ -1,11 +1,12 @@
 """Metric cards: one per score name (docs/metrics/<name>.md), as Hugging Face `evaluate` keeps one beside each metric.
 
-A card is built from two things:
+A card is built from three things:
   - what the metric declares, read from the registry's Metric objects (flows/metrics.py): its name and score names,
     description, definition version, options section with each field's default and description, command-line
     switches and signature sections; larev/signature.py's fields; the presets that fill its unset settings;
   - its text below, `CARDS`, keyed by score name: the formula with the paper's equation, how to read a score, what it
-    was measured on, how it fails, and commands beyond the generated ones.
+    was measured on, how it fails, and commands beyond the generated ones;
+  - the committed results of the validity benchmark (`VALIDITY_RESULTS`, docs/validity/): its figures there.
 
 The committed cards must equal `build_cards(METRICS)`: tests/test_cards.py regenerates them and compares, so a card
 cannot drift from the code. `larev show --write-cards docs/metrics` rewrites them; `larev show --metric NAME` prints
@@ -14,12 +15,14 @@ one. The registry lives in flows/, which tasks/ may not import (tests/test_layer
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from larev.cards import code, default_text, option_rows, table
 from larev.errors import ConfigError
 from larev.signature import SIGNATURE_FIELDS
+from larev.validity.report import cell_text, met_counts
 from tasks.metric import PLACEMENT_FIELDS, RUN_SECTIONS, Metric
 
 WRITE_COMMAND = "larev show --write-cards docs/metrics"
@@ -426,9 +429,39 @@ SIGNATURE_TEXT: dict[str, str] = {
     "larev": "the larev version that scored",
 }
 
-VALIDITY_LINE = ("**The validity benchmark (`larev bench validity`, a later issue) has not produced figures for "
-                 "`{name}` yet.** What has been measured so far, in docs/benchmarks.md (none of it carries a "
-                 "signature: it predates them; each section says which code and settings it ran):")
+# The validity benchmark's committed results the cards quote (docs/validity.md shows them whole): {task: path}
+VALIDITY_RESULTS = {"nli": Path(__file__).resolve().parents[1] / "docs" / "validity" / "nli-tune.json"}
+VALIDITY_PAGE = "../validity.md"
+VALIDITY_MISSING = "**The validity benchmark (`larev bench validity`) has no {task} figures for `{name}` yet.**"
+EARLIER_LINE = ("Measured before the validity benchmark, in docs/benchmarks.md (none of it carries a signature: it "
+                "predates them; each section says which code and settings it ran):")
+
+
+def validity_lines(name: str) -> list[str]:
+    """What the committed validity results (VALIDITY_RESULTS) say of score name `name`: its human-judgement figures
+    with their intervals and marks, and how many perturbation and variant criteria it meets."""
+    lines = []
+    for task, path in VALIDITY_RESULTS.items():
+        results = json.loads(path.read_text()) if path.is_file() else None
+        if results is None or name not in results["scorers"]:
+            lines.append(VALIDITY_MISSING.format(task=task.upper(), name=name))
+            continue
+        cells = results["scorers"][name]
+        human = [f"{c.split('/')[0].replace('acceptability_', '')} {cell_text(cells[c])}" for c in cells
+                 if c.split("/")[0] in ("acceptability_auroc", "acceptability_ap", "pairwise", "spearman_new_info",
+                                        "spearman_supports")]
+        counts = []
+        for label, heads in (("perturbation", ("perturb", "perturb_order", "perturb_corr")),
+                             ("variant", ("variant", "variant_order", "variant_corr"))):
+            judged = [c["met"] for k, c in cells.items() if k.split("/")[0] in heads and c.get("met") is not None]
+            counts.append(f"{sum(judged)} of {len(judged)} {label} criteria met")
+        met, judged, _ = met_counts(results)[name]
+        lines.append(f"**The validity benchmark** (`larev bench validity`, [{task.upper()}, {results['split']} split]"
+                     f"({VALIDITY_PAGE}), "
+                     f"protocol `{results['protocol'][:12]}`, seeds {', '.join(map(str, results['seeds']))}, "
+                     f"backbone `{results['backbone']}`): " + "; ".join(human) + "; " + ", ".join(counts)
+                     + f"; {met} of {judged} thresholds in all (✓ met, ✗ not).")
+    return lines
 
 
 # ---- from the registry ----------------------------------------------------------------------------------------
@@ -594,7 +627,7 @@ def build_card(metrics: list[Metric], name: str) -> str:
                   f"- **0 means:** {text.zero}.",
                   f"- **A source's score:** {text.aggregate}.",
                   *[f"- {n}" for n in text.notes], ""]
-        lines += ["## Validated on", "", VALIDITY_LINE.format(name=name), ""]
+        lines += ["## Validated on", "", *validity_lines(name), "", EARLIER_LINE, ""]
         lines += [f"- {v}" for v in text.validated] + [""]
         lines += ["## Known failure modes", ""] + [f"- {f}" for f in text.failures] + [""]
     lines += _signature(metric, name) + [""]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -29,6 +29,7 @@ class TaskData(_Strict):
     train_rows: str  # python-style row slice
     splits: dict[Literal["tune", "report"], str]  # split -> row slice of the same file
     human: list[str] = Field(default_factory=list)  # annotation files of this task
+    settings: dict[str, Any] = Field(default_factory=dict)  # pipeline settings by dotted path, for this task's runs
 
     @field_validator("splits")
     @classmethod

@@ -58,6 +58,28 @@ def _criteria(results: dict, head: str) -> list[str]:
     return seen
 
 
+def headline_table(results: dict) -> str:
+    """One row per scorer: its human-judgement figures, then how many perturbation and variant criteria it meets
+    (of those it is judged on), then all thresholds met."""
+    human = [c for h in ("acceptability_auroc", "acceptability_ap", "pairwise", "spearman_new_info",
+                         "spearman_supports") for c in _criteria(results, h)]
+    rows = []
+    for scorer, cells in results["scorers"].items():
+        row = {"scorer": scorer}
+        for c in human:
+            row[c.replace("acceptability_", "")] = cell_text(cells.get(c))
+        for label, heads in (("perturbations met", ("perturb", "perturb_order", "perturb_corr")),
+                             ("variants met", ("variant", "variant_order", "variant_corr"))):
+            judged = [cell["met"] for name, cell in cells.items()
+                      if name.split("/")[0] in heads and cell.get("met") is not None]
+            row[label] = f"{sum(judged)} of {len(judged)}" if judged else ""
+        met, judged, _ = met_counts(results)[scorer]
+        row["all met"] = f"{met} of {judged}"
+        rows.append(row)
+    columns = list(rows[0]) if rows else ["scorer"]
+    return markdown_table(pl.DataFrame(rows, schema={c: pl.String for c in columns}))
+
+
 def met_counts(results: dict) -> dict[str, tuple[int, int, int]]:
     """Per scorer: (criteria met, criteria judged, cells): a cell on a trained-on kind or without a threshold is
     not judged."""
@@ -147,6 +169,7 @@ def results_markdown(results: dict) -> str:
     lines += ["Each cell: the mean over seeds [95 % interval over seeds and instances]. ✓ meets the protocol's "
               "threshold, ✗ does not, † the scorer trained on this kind of text (not judged); no mark: no "
               "threshold. score - gold figures are in each scorer's own units (nats, accuracy, words).", "",
+              "## Headline", "", headline_table(results), "",
               "## Best scorer per criterion", "", *best_sentences(results), "",
               "## LAREV against REV, its erm_envs control and r_only (paired differences)", "",
               *(versus_lines(results) or ["- (no LAREV definition or no reference scorer in this run)"]), "",
