@@ -192,9 +192,12 @@ def validity_benchmark(params: ValidityParams) -> dict:
     per_seed = {seed: SeedScores(**scores) for seed, scores in per_seed.items()}
     results = evaluate(protocol, params.task, per_seed, annotations, texts=texts)
     seconds["evidence"] = time.perf_counter() - started
-    partial = bool(params.seeds or params.metrics or params.test_limit or params.overrides)
+    # anything but the protocol's seeds, metrics, rows, settings and human files is not a result of the protocol
+    partial = bool((params.seeds and sorted(params.seeds) != sorted(protocol.seeds))
+                   or (params.metrics and sorted(params.metrics) != sorted(protocol.scorers.metrics))
+                   or params.test_limit or params.overrides or params.human)
     results = {"protocol": digest, "protocol_name": protocol.name, "task": params.task,
-               "split": params.split, "seeds": list(seeds), "backbone": protocol.backbone, "test_rows": rows,
+               "split": params.split, "seeds": list(seeds), "level": protocol.level, "bootstrap": protocol.bootstrap, "backbone": protocol.backbone, "test_rows": rows,
                "partial": partial, "overrides": params.overrides, "commit": _commit(),
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "perturbations_skipped": perturbed.skipped,

@@ -284,3 +284,24 @@ def test_the_ledger_takes_report_runs_only(tmp_path):
                                     "backbone": "embedded", "partial": False, "out": "bench/x"}]
     with pytest.raises(ValueError, match="report split"):
         append_ledger(ledger, {**results, "split": "tune"}, out="bench/y")
+
+
+def test_no_rows_give_undefined_figures_not_a_crash():
+    empty = np.zeros((3, 0))
+    for figure in (weighted_auroc([], [], empty), weighted_average_precision([], [], empty),
+                   weighted_spearman([], [], empty)):
+        assert figure.shape == (3,) and np.isnan(figure).all()
+
+
+def test_the_recommendation_says_ties_and_never_calls_a_tied_scorer_better():
+    from larev.validity.report import recommendation_lines
+
+    cell = {"value": 0.6, "low": 0.55, "high": 0.65}
+    results = {"scorers": {"control_erm_envs": {"a": {**cell, "met": True}, "b": {**cell, "met": False}},
+                           "rora": {"a": {**cell, "met": True}, "b": {**cell, "met": False}}}}
+    first, second = recommendation_lines(results)
+    assert "**control_erm_envs and rora**" in first and "then" not in first
+    assert "recommends **rora**" in second and "does better" not in second
+    results["scorers"]["rora"]["a"]["met"] = False
+    first, second = recommendation_lines(results)
+    assert "then rora 0 of 2" in first and "control_erm_envs (a control) does better" in second

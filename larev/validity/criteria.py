@@ -43,6 +43,8 @@ def weighted_auroc(scores, labels, weights=None) -> np.ndarray:
     classes."""
     scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64)
     w = _as_weights(weights, len(scores))
+    if len(scores) == 0:
+        return np.full(w.shape[0], np.nan)
     order, starts, _ = _tie_groups(scores)
     w, y = w[:, order], labels[order]
     pos, neg = np.add.reduceat(w * y, starts, axis=1), np.add.reduceat(w * (1 - y), starts, axis=1)
@@ -55,6 +57,8 @@ def weighted_average_precision(scores, labels, weights=None) -> np.ndarray:
     """Average precision of `scores` for binary `labels` under each row of `weights`; NaN without a positive."""
     scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64)
     w = _as_weights(weights, len(scores))
+    if len(scores) == 0:
+        return np.full(w.shape[0], np.nan)
     order, starts, _ = _tie_groups(-scores)  # highest score first
     w, y = w[:, order], labels[order]
     pos, neg = np.add.reduceat(w * y, starts, axis=1), np.add.reduceat(w * (1 - y), starts, axis=1)
@@ -78,6 +82,8 @@ def weighted_spearman(x, y, weights=None) -> np.ndarray:
     """Spearman's rho of x and y under each row of `weights`; NaN where either side is constant."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     w = _as_weights(weights, len(x))
+    if len(x) == 0:
+        return np.full(w.shape[0], np.nan)
     rx, ry = _weighted_ranks(x, w), _weighted_ranks(y, w)
     total = w.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):

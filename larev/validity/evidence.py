@@ -136,19 +136,20 @@ def _human_figures(c: _Collector, name: str, ann: Annotations, frames: dict[str,
                     points.append(float(stats.spearmanr(s[ok], truth[ok]).statistic) if ok.sum() > 2 else None)
                 samples.append(weighted(s[ok], truth[ok], draws.rows(instance[ok])) if draws.n_boot
                                else np.array([]))
-            c.add(scorer, criterion, points, np.array(samples), draws, int(np.isfinite(per_seed[0]).sum()))
+            c.add(scorer, criterion, points, np.array(samples), draws, max(int(np.isfinite(s).sum()) for s in per_seed))
     criterion = f"pairwise/{name}"
     draws = Draws(criterion, len(ids), n_seeds, protocol.bootstrap)
     for scorer, per_seed in columns.items():
-        points, samples = [], []
+        points, samples, n_pairs = [], [], 0
         for s in per_seed:
             frame = judged.select("id", target).with_columns(score=pl.Series(s)).filter(pl.col("score").is_finite())
             credits = pairwise_credits(frame, "score", target)
-            at = pl.DataFrame({"id": ids}).join(credits, on="id", how="left").fill_null(0)
+            at = pl.DataFrame({"id": ids}).join(credits, on="id", how="left", maintain_order="left").fill_null(0)
             credit, pairs = at["credit"].to_numpy().astype(np.float64), at["pairs"].to_numpy().astype(np.float64)
             points.append(float(credit.sum() / pairs.sum()) if pairs.sum() else None)
+            n_pairs = max(n_pairs, int(pairs.sum()))
             samples.append(ratio(credit, pairs, draws.instances) if draws.n_boot else np.array([]))
-        c.add(scorer, criterion, points, np.array(samples), draws, int(pairs.sum()))
+        c.add(scorer, criterion, points, np.array(samples), draws, n_pairs)
 
 
 def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict[str, list[pl.DataFrame]],
@@ -166,10 +167,11 @@ def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict
         samples: dict[str, list] = {k: [] for k in names}
         n = 0
         for g, o in zip(gold.get(scorer, []), frames, strict=False):
-            pair = g.select("id", gold="score").join(o.select("id", other="score"), on="id", how="inner").drop_nulls()
+            pair = g.select("id", gold="score").join(o.select("id", other="score"), on="id", how="inner").filter(
+                pl.col("gold").is_finite() & pl.col("other").is_finite())  # a missing score is left out, not 0
             inst = np.array([index[k] for k in pair["id"].to_list()], dtype=np.int64)
             sg, so = pair["gold"].to_numpy().astype(np.float64), pair["other"].to_numpy().astype(np.float64)
-            n = len(inst)
+            n = max(n, len(inst))
             diff = np.zeros(len(ids))
             credit = np.zeros(len(ids))
             present = np.zeros(len(ids))
@@ -263,9 +265,11 @@ def best_by_criterion(c: _Collector) -> dict[str, dict]:
     for criterion in criteria:
         if not _higher_is_better(criterion) or c.protocol.criterion(criterion) is None:
             continue
+        order = list(c.cells)
         ranked = sorted(((cells[criterion]["value"], m) for m, cells in c.cells.items()
                          if criterion in cells and cells[criterion]["value"] is not None
-                         and not cells[criterion].get("trained_on")), reverse=True)
+                         and not cells[criterion].get("trained_on")),
+                        key=lambda vm: (-vm[0], order.index(vm[1])))  # ties: the table's order
         if not ranked:
             continue
         entry = {"scorer": ranked[0][1], "value": ranked[0][0]}
@@ -289,7 +293,8 @@ def versus(c: _Collector) -> dict[str, dict]:
             for criterion, cell in c.cells[mine].items():
                 theirs = c.cells[other].get(criterion)
                 if theirs is None or not _higher_is_better(criterion) or c.protocol.criterion(criterion) is None \
-                        or cell["value"] is None or theirs["value"] is None or cell.get("trained_on"):
+                        or cell["value"] is None or theirs["value"] is None or cell.get("trained_on") \
+                        or theirs.get("trained_on"):
                     continue
                 low, high = _paired(c, mine, other, criterion)
                 out.setdefault(mine, {}).setdefault(other, {})[criterion] = {

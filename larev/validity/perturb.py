@@ -13,9 +13,11 @@ beside gold on the same instances, with what a valid scorer gives it in protocol
   premise_copied      the premise as r (NLI only)
   label_novel         the label stated in words no template of the project uses (NOVEL_LABEL_STATEMENTS)
 
-Draws (the shuffle's order, the donor instance) follow from `seed` and the instance's id, so an instance's
-perturbation is the same whichever rows are built with it. A row a kind cannot be built for (gold too short to cut,
-no shared key word, no content word to move) is left out and counted in `skipped`.
+The shuffle's order follows from `seed` and the instance's id, so it is the same whichever rows are built with it;
+noun_swapped's donor is drawn among the rows built together (from `seed` and the id, at an offset from the
+instance's position), so it depends on the split. A row a kind cannot be built for (gold too short to cut, no
+shared key word, no content word to move) is left out and counted in `skipped`. Punctuation is a word of its own
+in e-SNLI's text; where it is attached to a word, it moves with it.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def is_met(criterion: Criterion | None, value: float | None, low: float | None, 
     threshold = prevalence if criterion.threshold == "prevalence" else criterion.threshold
     if criterion.scale == "gold_sd":
         threshold = None if gold_sd is None or threshold is None else threshold * gold_sd
-    if part is None or threshold is None or part != part:  # NaN
+    if part is None or threshold is None or part != part or threshold != threshold:  # NaN
         return None
     return part > threshold if criterion.direction == "above" else part < threshold
 
@@ -152,6 +152,8 @@ def check_inputs(protocol: Protocol, protocol_path: str, task: str, human: list[
 
     if task not in protocol.tasks:
         raise ConfigError(f"{protocol_path}: no task {task!r} (it has {sorted(protocol.tasks)})")
+    if seeds and len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds {seeds}: a seed is named twice")
     unknown_seeds = [s for s in seeds or [] if s not in protocol.seeds]
     if unknown_seeds:
         raise ConfigError(f"seeds {unknown_seeds} are not the protocol's ({protocol.seeds})")
@@ -162,6 +164,9 @@ def check_inputs(protocol: Protocol, protocol_path: str, task: str, human: list[
     missing = [f for f in [protocol.tasks[task].data, *files] if not Path(f).is_file()]
     if missing:
         raise ConfigError(f"{protocol_path}: file(s) not found from {Path.cwd()}: {missing}")
+    stems = [Path(f).stem for f in files]
+    if len(set(stems)) != len(stems):
+        raise ConfigError(f"two human files share a name ({stems}): their results would be mixed; rename one")
     for path in files:
         if (found := read_annotations(path).task) != task:
             raise ConfigError(f"{path}: {found.upper()} annotations for the {task.upper()} protocol")

@@ -134,17 +134,22 @@ def recommendation_lines(results: dict) -> list[str]:
                    if cells == widest and judged), key=lambda e: (-e[0], order.index(e[3])))
     lines = []
     if full:
-        _, met, judged, top = full[0]
-        lines.append(f"- Largest share of thresholds met: **{top}** ({kind_of(top)}), {met} of {judged}; then "
-                     + ", ".join(f"{m} {k} of {j}" for _, k, j, m in full[1:]) + ".")
+        top_share, met, judged, top = full[0]
+        leaders = [m for share, _, _, m in full if share == top_share]
+        lines.append(f"- Largest share of thresholds met: **{' and '.join(leaders)}** "
+                     f"({', '.join(kind_of(m) for m in leaders)}), {met} of {judged}"
+                     + ("; then " + ", ".join(f"{m} {k} of {j}" for share, k, j, m in full if share < top_share)
+                        if len(full) > len(leaders) else "") + ".")
         metrics = [entry for entry in full if entry[3] in METRICS_FIRST_CLASS]
         if metrics:
             share, best_met, best_judged, best = metrics[0]
             tied = [m for s_, _, _, m in metrics[1:] if s_ == share]
+            better = [m for m in leaders if m not in METRICS_FIRST_CLASS] if share < top_share else []
             lines.append(f"- larev recommends **{best}** on this task: of the metrics, it meets the largest share "
                          f"of thresholds ({best_met} of {best_judged})"
                          + (f", tied with {', '.join(tied)} (the first in the table's order is named)" if tied else "")
-                         + "." + ("" if best == top else f" {top} ({kind_of(top)}) does better."))
+                         + "." + (f" {', '.join(f'{m} ({kind_of(m)})' for m in better)} does better." if better
+                                  else ""))
     for m, (met, judged, cells) in counts.items():
         if cells < widest and judged:
             lines.append(f"- {m} ({kind_of(m)}) has figures on {cells} criteria only (it exists for some texts "
@@ -166,7 +171,8 @@ def results_markdown(results: dict) -> str:
     if results.get("partial"):
         lines += ["**Partial run**: not every seed, metric or row of the protocol, or settings overridden ("
                   + json.dumps(results.get("overrides") or {}) + "): not a result of the protocol.", ""]
-    lines += ["Each cell: the mean over seeds [95 % interval over seeds and instances]. ✓ meets the protocol's "
+    level = round(100 * results.get("level", 0.95))
+    lines += [f"Each cell: the mean over seeds [{level} % interval over seeds and instances]. ✓ meets the protocol's "
               "threshold, ✗ does not, † the scorer trained on this kind of text (not judged); no mark: no "
               "threshold. score - gold figures are in each scorer's own units (nats, accuracy, words).", "",
               "## Headline", "", headline_table(results), "",
