@@ -66,7 +66,7 @@ CORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # REV's, LAREV's and RORA's evaluators and their training
     ("methods", frozenset({"larev.methods"})),
     # what uses the rest: benchmark figures, human agreement, compare, the leaderboard, metric cards, the inbox
-    # ledger
+    # ledger, the validity benchmark
     ("applications", frozenset({"larev.bench", "larev.human", "larev.compare", "larev.leaderboard", "larev.cards",
                                 "larev.service", "larev.validity"})),
 )
