@@ -132,6 +132,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     from tasks.runtime.runner import StepRunner
 
     protocol, digest = load_protocol(params.protocol), protocol_digest(params.protocol)  # read once, at the start
+    commit = _commit()  # the code that runs, as it is when the run starts
     files = check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
     out = Path(params.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -198,7 +199,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
                    or params.test_limit or params.overrides or params.human)
     results = {"protocol": digest, "protocol_name": protocol.name, "task": params.task,
                "split": params.split, "seeds": list(seeds), "level": protocol.level, "bootstrap": protocol.bootstrap, "backbone": protocol.backbone, "test_rows": rows,
-               "partial": partial, "overrides": params.overrides, "commit": _commit(),
+               "partial": partial, "overrides": params.overrides, "commit": commit,
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "perturbations_skipped": perturbed.skipped,
                "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()}, "seconds": {k: round(v, 1) for k, v in seconds.items()},

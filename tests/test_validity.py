@@ -305,3 +305,16 @@ def test_the_recommendation_says_ties_and_never_calls_a_tied_scorer_better():
     results["scorers"]["rora"]["a"]["met"] = False
     first, second = recommendation_lines(results)
     assert "then rora 0 of 2" in first and "control_erm_envs (a control) does better" in second
+
+
+def test_the_docs_page_shows_the_committed_results_table():
+    """docs/validity.md's headline table is the committed results' (docs/validity/nli-tune.json), as
+    `headline_table` writes it: the page cannot drift from the results it cites."""
+    import json
+
+    from larev.validity.report import headline_table
+
+    results = json.loads((REPO / "docs" / "validity" / "nli-tune.json").read_text())
+    page = (REPO / "docs" / "validity.md").read_text()
+    assert headline_table(results) in page
+    assert results["protocol"][:12] in page and results["split"] == "tune"
