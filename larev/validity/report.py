@@ -240,7 +240,7 @@ def results_plot(results: dict) -> bytes:
     left.set_xlabel("figure (0.5: chance for AUROC and pairwise)")
     left.set_title("a. human judgements")
     if human:
-        left.legend(fontsize=7, loc="lower right")
+        left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1))  # below: no point hidden
     grid = np.full((len(scorers), len(orders)), np.nan)
     for i, m in enumerate(scorers):
         for j, c in enumerate(orders):
