@@ -10,7 +10,6 @@ the report split appends its line to the ledger. Every step is cached: a rerun r
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from datetime import datetime, timezone

@@ -5,6 +5,7 @@ only read against the protocol that made it."""
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -139,7 +140,7 @@ def is_met(criterion: Criterion | None, value: float | None, low: float | None, 
     threshold = prevalence if criterion.threshold == "prevalence" else criterion.threshold
     if criterion.scale == "gold_sd":
         threshold = None if gold_sd is None or threshold is None else threshold * gold_sd
-    if part is None or threshold is None or part != part or threshold != threshold:  # NaN
+    if part is None or threshold is None or math.isnan(part) or math.isnan(threshold):
         return None
     return part > threshold if criterion.direction == "above" else part < threshold
 

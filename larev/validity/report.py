@@ -134,7 +134,7 @@ def recommendation_lines(results: dict) -> list[str]:
                    if cells == widest and judged), key=lambda e: (-e[0], order.index(e[3])))
     lines = []
     if full:
-        top_share, met, judged, top = full[0]
+        top_share, met, judged, _ = full[0]
         leaders = [m for share, _, _, m in full if share == top_share]
         lines.append(f"- Largest share of thresholds met: **{' and '.join(leaders)}** "
                      f"({', '.join(kind_of(m) for m in leaders)}), {met} of {judged}"
