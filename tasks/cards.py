@@ -429,8 +429,10 @@ SIGNATURE_TEXT: dict[str, str] = {
     "larev": "the larev version that scored",
 }
 
-# The validity benchmark's committed results the cards quote (docs/validity.md shows them whole): {task: path}
-VALIDITY_RESULTS = {"nli": Path(__file__).resolve().parents[1] / "docs" / "validity" / "nli-tune.json"}
+# The validity benchmark's committed results the cards quote (docs/validity.md shows them whole): {task: paths},
+# the first that has the metric (the 5-seed table, then seed 0 with every metric)
+_VALIDITY_DIR = Path(__file__).resolve().parents[1] / "docs" / "validity"
+VALIDITY_RESULTS = {"nli": (_VALIDITY_DIR / "nli-tune.json", _VALIDITY_DIR / "nli-tune-seed0-every-metric.json")}
 VALIDITY_PAGE = "../validity.md"
 VALIDITY_MISSING = "**The validity benchmark (`larev bench validity`) has no {task} figures for `{name}` yet.**"
 EARLIER_LINE = ("Measured before the validity benchmark, in docs/benchmarks.md (none of it carries a signature: it "
@@ -441,9 +443,10 @@ def validity_lines(name: str) -> list[str]:
     """What the committed validity results (VALIDITY_RESULTS) say of score name `name`: its human-judgement figures
     with their intervals and marks, and how many perturbation and variant criteria it meets."""
     lines = []
-    for task, path in VALIDITY_RESULTS.items():
-        results = json.loads(path.read_text()) if path.is_file() else None
-        if results is None or name not in results["scorers"]:
+    for task, paths in VALIDITY_RESULTS.items():
+        found = [json.loads(p.read_text()) for p in paths if p.is_file()]
+        results = next((r for r in found if name in r["scorers"]), None)
+        if results is None:
             lines.append(VALIDITY_MISSING.format(task=task.upper(), name=name))
             continue
         cells = results["scorers"][name]
@@ -459,7 +462,9 @@ def validity_lines(name: str) -> list[str]:
         lines.append(f"**The validity benchmark** (`larev bench validity`, [{task.upper()}, {results['split']} split]"
                      f"({VALIDITY_PAGE}), "
                      f"protocol `{results['protocol'][:12]}`, seeds {', '.join(map(str, results['seeds']))}, "
-                     f"backbone `{results['backbone']}`): " + "; ".join(human) + "; " + ", ".join(counts)
+                     f"backbone `{results['backbone']}`"
+                     + ("; one seed: the intervals cover the instances only" if len(results["seeds"]) == 1 else "")
+                     + "): " + "; ".join(human) + "; " + ", ".join(counts)
                      + f"; {met} of {judged} thresholds in all (✓ met, ✗ not).")
     return lines
 
