@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from larev.config import Device
 from larev.data.files import read_table
 from larev.data.sources import parse_slice
-from larev.errors import ConfigError
 from larev.human.annotations import read_annotations
 from larev.validity.protocol import Protocol, check_inputs, load_protocol, protocol_digest
 from storage import ArtifactStore
@@ -56,21 +55,11 @@ class ValidityParams(BaseModel):
     progress: bool = Field(True, description="progress bars on long steps")
 
 
-def _set(tree: dict, path: str, value: Any) -> None:
-    *parents, leaf = path.split(".")
-    for key in parents:
-        if not isinstance(tree.get(key), dict):
-            raise ConfigError(f"override {path!r}: {key!r} is not a section of the pipeline's parameters")
-        tree = tree[key]
-    if leaf not in tree:
-        raise ConfigError(f"override {path!r}: no setting {leaf!r} there")
-    tree[leaf] = value
-
-
 def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, perturbations: str, test_rows: str):
     """The pipeline parameters of one seed: the protocol's data, backbone and task settings, its scorers switched on
     (metrics, LAREV's controls and ablations), the perturbations scored as a rationale file, the caller's overrides,
     every seed moved by `seed`."""
+    from flows.cli.options import Assignment, _assign, field_at
     from flows.metrics import with_metrics
     from flows.pipeline import PipelineParams
     from larev.bench.quality import reseeded
@@ -88,7 +77,8 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, pertu
         tree["larev"]["controls"] = list(protocol.scorers.controls)
         tree["larev"]["ablations"] = list(protocol.scorers.ablations)
     for path, value in {**task.settings, **params.overrides}.items():  # the protocol's, then the caller's
-        _set(tree, path, value)
+        field_at(PipelineParams, path, origin=f"validity setting {path}")  # an unknown path is named
+        _assign(PipelineParams, tree, Assignment(path, value, "validity"))
     return reseeded(PipelineParams.model_validate(tree), seed)
 
 
@@ -197,11 +187,13 @@ def validity_benchmark(params: ValidityParams) -> dict:
                    or (params.metrics and sorted(params.metrics) != sorted(protocol.scorers.metrics))
                    or params.test_limit or params.overrides or params.human)
     results = {"protocol": digest, "protocol_name": protocol.name, "task": params.task,
-               "split": params.split, "seeds": list(seeds), "level": protocol.level, "bootstrap": protocol.bootstrap, "backbone": protocol.backbone, "test_rows": rows,
+               "split": params.split, "seeds": list(seeds), "level": protocol.level, "bootstrap": protocol.bootstrap,
+               "backbone": protocol.backbone, "test_rows": rows,
                "partial": partial, "overrides": params.overrides, "commit": commit,
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "perturbations_skipped": perturbed.skipped,
-               "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()}, "seconds": {k: round(v, 1) for k, v in seconds.items()},
+               "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()},
+               "seconds": {k: round(v, 1) for k, v in seconds.items()},
                **results}
     results = write_results(out, results)
     if params.split == "report":

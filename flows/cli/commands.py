@@ -315,17 +315,12 @@ def bench_human(args) -> int:
 
 def bench_validity(args) -> int:
     """`larev bench validity`: the protocol's scorers on its task and split (flows/validity.py)."""
-    import yaml
-
+    from flows.cli.options import _parse_set
+    from flows.pipeline import PipelineParams
     from flows.validity import ValidityParams, validity_benchmark
-    from larev.errors import ConfigError
 
-    overrides = {}
-    for item in args.overrides:
-        path, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected PATH=VALUE")
-        overrides[path.strip()] = yaml.safe_load(value)  # as `--set` reads it elsewhere: 2.5, true, [a, b]
+    # read as `larev run --set` reads them: the path checked against the pipeline's parameters, YAML values
+    overrides = {a.path: a.value for a in (_parse_set(PipelineParams, item) for item in args.overrides)}
     params = ValidityParams(protocol=args.protocol, task=args.task, split=args.split, out=args.out, seeds=args.seeds,
                             metrics=args.metrics, human=args.human, test_limit=args.test_limit, overrides=overrides,
                             artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, device=args.device,
