@@ -22,7 +22,7 @@ from pathlib import Path
 from larev.cards import code, default_text, option_rows, table
 from larev.errors import ConfigError
 from larev.signature import SIGNATURE_FIELDS
-from larev.validity.report import cell_text, met_counts
+from larev.validity.report import EVIDENCE_HEADS, cell_text, human_criteria, met_counts, met_in
 from tasks.metric import PLACEMENT_FIELDS, RUN_SECTIONS, Metric
 
 WRITE_COMMAND = "larev show --write-cards docs/metrics"
@@ -450,14 +450,10 @@ def validity_lines(name: str) -> list[str]:
             lines.append(VALIDITY_MISSING.format(task=task.upper(), name=name))
             continue
         cells = results["scorers"][name]
-        human = [f"{c.split('/')[0].replace('acceptability_', '')} {cell_text(cells[c])}" for c in cells
-                 if c.split("/")[0] in ("acceptability_auroc", "acceptability_ap", "pairwise", "spearman_new_info",
-                                        "spearman_supports")]
-        counts = []
-        for label, heads in (("perturbation", ("perturb", "perturb_order", "perturb_corr")),
-                             ("variant", ("variant", "variant_order", "variant_corr"))):
-            judged = [c["met"] for k, c in cells.items() if k.split("/")[0] in heads and c.get("met") is not None]
-            counts.append(f"{sum(judged)} of {len(judged)} {label} criteria met")
+        human = [f"{c.split('/')[0].replace('acceptability_', '')} {cell_text(cells[c])}"
+                 for c in human_criteria(results) if c in cells]
+        counts = [f"{met} of {judged} {label[:-1]} criteria met"
+                  for label, heads in EVIDENCE_HEADS.items() for met, judged in [met_in(cells, heads)]]
         met, judged, _ = met_counts(results)[name]
         lines.append(f"**The validity benchmark** (`larev bench validity`, [{task.upper()}, {results['split']} split]"
                      f"({VALIDITY_PAGE}), "

@@ -15,6 +15,7 @@ import polars as pl
 
 from larev.reports import markdown_table, png_bytes
 from larev.signature import signature_difference
+from larev.validity.protocol import HUMAN_CRITERIA
 
 MARKS = {True: " ✓", False: " ✗", None: ""}
 METRICS_FIRST_CLASS = ("rev", "larev", "larev_vs_empty", "rora", "rq", "las")
@@ -58,21 +59,35 @@ def _criteria(results: dict, head: str) -> list[str]:
     return seen
 
 
+# the criteria of evidence b and c, by the part of their names before '/'
+EVIDENCE_HEADS = {"perturbations": ("perturb", "perturb_order", "perturb_corr"),
+                  "variants": ("variant", "variant_order", "variant_corr")}
+
+
+def met_in(cells: dict, heads: tuple[str, ...]) -> tuple[int, int]:
+    """(criteria met, criteria judged) among one scorer's cells whose names start with one of `heads`."""
+    judged = [cell["met"] for name, cell in cells.items()
+              if name.split("/")[0] in heads and cell.get("met") is not None]
+    return sum(judged), len(judged)
+
+
+def human_criteria(results: dict) -> list[str]:
+    """The human-judgement criteria of a results.json, in the protocol's order."""
+    return [c for h in HUMAN_CRITERIA for c in _criteria(results, h)]
+
+
 def headline_table(results: dict) -> str:
     """One row per scorer: its human-judgement figures, then how many perturbation and variant criteria it meets
     (of those it is judged on), then all thresholds met."""
-    human = [c for h in ("acceptability_auroc", "acceptability_ap", "pairwise", "spearman_new_info",
-                         "spearman_supports") for c in _criteria(results, h)]
+    human = human_criteria(results)
     rows = []
     for scorer, cells in results["scorers"].items():
         row = {"scorer": scorer}
         for c in human:
             row[c.replace("acceptability_", "")] = cell_text(cells.get(c))
-        for label, heads in (("perturbations met", ("perturb", "perturb_order", "perturb_corr")),
-                             ("variants met", ("variant", "variant_order", "variant_corr"))):
-            judged = [cell["met"] for name, cell in cells.items()
-                      if name.split("/")[0] in heads and cell.get("met") is not None]
-            row[label] = f"{sum(judged)} of {len(judged)}" if judged else ""
+        for label, heads in EVIDENCE_HEADS.items():
+            met, judged = met_in(cells, heads)
+            row[f"{label} met"] = f"{met} of {judged}" if judged else ""
         met, judged, _ = met_counts(results)[scorer]
         row["all met"] = f"{met} of {judged}"
         rows.append(row)
@@ -180,9 +195,7 @@ def results_markdown(results: dict) -> str:
               "## LAREV against REV, its erm_envs control and r_only (paired differences)", "",
               *(versus_lines(results) or ["- (no LAREV definition or no reference scorer in this run)"]), "",
               "## Recommendation", "", *recommendation_lines(results), ""]
-    parts = [("a. Human judgements", [c for h in ("acceptability_auroc", "acceptability_ap", "pairwise",
-                                                    "spearman_new_info", "spearman_supports")
-                                        for c in _criteria(results, h)]),
+    parts = [("a. Human judgements", human_criteria(results)),
              ("b. Perturbations: score - gold", _criteria(results, "perturb")),
              ("b. Perturbations: share of instances with gold above", _criteria(results, "perturb_order")),
              ("b. Perturbations: Spearman with gold's scores (near kinds)", _criteria(results, "perturb_corr")),
