@@ -65,13 +65,14 @@ class _Collector:
         self.context: dict[str, dict] = {}
 
     def add(self, scorer: str, criterion: str, points: list[float], per_seed_samples: np.ndarray, draws: Draws,
-            n: int, *, trained_on: bool = False) -> None:
+            n: int, *, trained_on: bool = False, context: dict | None = None) -> None:
+        """One cell; `context` adds what the criterion's threshold reads for this scorer (its gold sd)."""
         finite = [p for p in points if p is not None and np.isfinite(p)]
         value = float(np.mean(finite)) if finite else None
         combined = combine_seeds(per_seed_samples, draws) if draws.n_boot else np.array([])
         low, high = interval(combined, self.protocol.level)
         met = None if trained_on else is_met(self.protocol.criterion(criterion), value, low, high,
-                                             **self.context.get(criterion, {}))
+                                             **{**self.context.get(criterion, {}), **(context or {})})
         cell = {"value": value, "low": low, "high": high, "met": met, "n": n,
                 "per_seed": [None if p is None or not np.isfinite(p) else float(p) for p in points]}
         if trained_on:
@@ -153,13 +154,16 @@ def _human_figures(c: _Collector, name: str, ann: Annotations, frames: dict[str,
 
 
 def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict[str, list[pl.DataFrame]],
-                  other: dict[str, list[pl.DataFrame]], ids: list[str]) -> None:
+                  other: dict[str, list[pl.DataFrame]], ids: list[str], gold_sd: dict[str, float | None]) -> None:
     """perturb/<kind>, perturb_order/<kind>[, perturb_corr/<kind>] (or variant_...) of every scorer: the source's
-    score against gold's on the instances where both are scored."""
+    score against gold's on the instances where both are scored. A 'near' kind's threshold reads the scorer's own
+    `gold_sd`; only a 'near' kind has the correlation."""
     protocol = c.protocol
     index = {k: i for i, k in enumerate(ids)}
     n_seeds = max((len(v) for v in other.values()), default=1)
-    names = {"diff": f"{head}/{kind}", "order": f"{head}_order/{kind}", "corr": f"{head}_corr/{kind}"}
+    names = {"diff": f"{head}/{kind}", "order": f"{head}_order/{kind}"}
+    if expected == "near":
+        names["corr"] = f"{head}_corr/{kind}"
     draws = {key: Draws(name, len(ids), n_seeds, protocol.bootstrap) for key, name in names.items()}
     for scorer, frames in other.items():
         trained = kind in protocol.trained_on.get(scorer, [])
@@ -180,18 +184,19 @@ def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict
             np.add.at(present, inst, 1.0)
             points["diff"].append(float((so - sg).mean()) if n else None)
             points["order"].append(float(order_credit(sg, so).mean()) if n else None)
-            rho = stats.spearmanr(sg, so).statistic if n > 2 and np.ptp(sg) > 0 and np.ptp(so) > 0 else np.nan
-            points["corr"].append(float(rho))
             if protocol.bootstrap:
                 samples["diff"].append(ratio(diff, present, draws["diff"].instances))
                 samples["order"].append(ratio(credit, present, draws["order"].instances))
-                samples["corr"].append(weighted_spearman(sg, so, draws["corr"].rows(inst)))
+            if "corr" in names:
+                rho = stats.spearmanr(sg, so).statistic if n > 2 and np.ptp(sg) > 0 and np.ptp(so) > 0 else np.nan
+                points["corr"].append(float(rho))
+                if protocol.bootstrap:
+                    samples["corr"].append(weighted_spearman(sg, so, draws["corr"].rows(inst)))
         if not points["diff"]:
             continue
-        wanted = ["diff", "order"] + (["corr"] if expected == "near" else [])
-        for key in wanted:
-            c.add(scorer, names[key], points[key], np.array(samples[key]) if samples[key] else np.zeros((1, 0)),
-                  draws[key], n, trained_on=trained)
+        for key, name in names.items():
+            c.add(scorer, name, points[key], np.array(samples[key]) if samples[key] else np.zeros((1, 0)),
+                  draws[key], n, trained_on=trained, context={"gold_sd": gold_sd.get(scorer)})
 
 
 def _length_frames(texts: pl.DataFrame) -> list[pl.DataFrame]:
@@ -223,14 +228,7 @@ def evaluate(protocol: Protocol, task: str, per_seed: dict[int, SeedScores], ann
             other = {m: v[prefix + kind] for m, v in by_source.items() if prefix + kind in v}
             if not other:
                 continue
-            for name in (f"{head}/{kind}", f"{head}_order/{kind}", f"{head}_corr/{kind}"):
-                c.context[name] = {}
-            _pair_figures(c, head, kind, expected, gold, other, gold_ids)
-            for m in other:  # the near criterion reads the scorer's own gold sd
-                cell = c.cells.get(m, {}).get(f"{head}/{kind}")
-                if cell is not None and expected == "near" and not cell.get("trained_on"):
-                    cell["met"] = is_met(protocol.criterion(f"{head}/{kind}"), cell["value"], cell["low"],
-                                         cell["high"], gold_sd=gold_sd.get(m))
+            _pair_figures(c, head, kind, expected, gold, other, gold_ids, gold_sd)
     # a: human judgements
     for name, ann in annotations.items():
         frames = _scorer_frames(per_seed, lambda s, name=name: s.human.get(name))
