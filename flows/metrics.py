@@ -12,10 +12,11 @@ from larev.reports import summary_lines
 from tasks.accuracy import Accuracy
 from tasks.leakage_aware import LarevVsEmpty, LeakageAware
 from tasks.metric import Metric
+from tasks.r_only import ROnly
 from tasks.rev import Rev
 from tasks.rora import Rora
 
-METRICS: list[Metric] = [Rev(), LeakageAware(), LarevVsEmpty(), Rora(), Accuracy()]
+METRICS: list[Metric] = [Rev(), LeakageAware(), LarevVsEmpty(), ROnly(), Rora(), Accuracy()]
 
 
 def with_metrics(params, names: list[str]):
@@ -42,7 +43,7 @@ def with_controls(params):
 
 def all_score_names() -> set[str]:
     """The score names of every registered metric that a run trains by default (a section's `enabled` default): a
-    run that scored all of them ran the full protocol. A metric off by default (larev_vs_empty) is not in it."""
+    run that scored all of them ran the full protocol. A metric off by default (r_only, larev_vs_empty) is not in it."""
     return {name for m in METRICS if m.section is None or m.options is None
             or m.options.model_fields["enabled"].default for name in m.names()}
 

@@ -275,6 +275,38 @@ CARDS: dict[str, CardText] = {
                     "stop 51's demo setting (a test fixture)"),),
         bench_metrics="rev,larev,larev_vs_empty",
     ),
+    "r_only": CardText(
+        title="r_only, the rationale read alone (REV's estimator; off unless asked for)",
+        summary=("How much more sure of the label an evaluator that reads only the rationale is than REV's phi_base "
+                 "reading the vacuous baseline b: the explanation-only reader of Wiegreffe et al. (2022) in REV's "
+                 "units. It is LAREV's `r_only` control made a metric, because on the validity benchmark it agrees "
+                 "with people more than any other trained scorer; it does not discount label leakage."),
+        formula="r_only(x, y, r) = log p_r(y | r) - log p_base(y | b)",
+        source=("REV's estimator (Chen et al., 2023, eq. 5) with g' replaced by an evaluator of r alone, the "
+                "explanation-only model of Wiegreffe et al. (2022)"),
+        terms=("b and phi_base: REV's (its card: [rev](rev.md))",
+               "p_r: an evaluator of the same backbone trained on the training split's gold rationales alone "
+               "(input `rationale: r`), by maximising the label's log-likelihood; the model LAREV's r_only control "
+               "trains",
+               *_LOGP_TERMS),
+        unit="nats (a difference of log-probabilities)",
+        direction="higher = the rationale by itself points to the label more surely than b does",
+        range="unbounded below; at most -log p_base(y | b)",
+        zero=("r alone makes p_r as sure of y as b makes phi_base: on NLI, where b states the label, a rationale "
+              "scores below 0 unless it gives the label away as clearly as b"),
+        aggregate="the mean over a source's rationales",
+        validated=(),
+        failures=(
+            "Not leakage-robust by construction: a rationale that states the label in words p_r learned from the "
+            "training rationales is paid for it. It ranks the built-in leaky and novel label statements low only "
+            "because their wording is unlike the training rationales.",
+            "It reads r without the instance, so another instance's same-label rationale scores as the instance's "
+            "own (`borrowed`, order share 0.50 on the validity benchmark).",
+            "It reads a bag of words on these backbones: gold with its content words shuffled scores as gold.",
+        ),
+        reproduce=(("larev run --r-only", "train and score r_only beside the default metrics"),),
+        bench_metrics="rev,r_only",
+    ),
     "rora": CardText(
         title="RORA, robust rationale evaluation (Jiang et al., 2024)",
         summary=("How much more sure of the label an evaluator of (x, r) is than one of x alone, where the (x, r) "
@@ -628,8 +660,9 @@ def build_card(metrics: list[Metric], name: str) -> str:
                   f"- **0 means:** {text.zero}.",
                   f"- **A source's score:** {text.aggregate}.",
                   *[f"- {n}" for n in text.notes], ""]
-        lines += ["## Validated on", "", *validity_lines(name), "", EARLIER_LINE, ""]
-        lines += [f"- {v}" for v in text.validated] + [""]
+        lines += ["## Validated on", "", *validity_lines(name), ""]
+        if text.validated:
+            lines += [EARLIER_LINE, "", *[f"- {v}" for v in text.validated], ""]
         lines += ["## Known failure modes", ""] + [f"- {f}" for f in text.failures] + [""]
     lines += _signature(metric, name) + [""]
     lines += _options(metrics, metric) + [""]

@@ -27,7 +27,7 @@ PAPERS = REPO.parent / "shared" / "papers"
 
 def test_every_registered_score_name_has_a_card_text_and_a_committed_card():
     names = card_names(METRICS)
-    assert names == ["rev", "larev", "larev_vs_empty", "rora", "rq", "las"]
+    assert names == ["rev", "larev", "larev_vs_empty", "r_only", "rora", "rq", "las"]
     assert set(CARDS) == set(names), "tasks/cards.py CARDS must hold one text per registered score name, no more"
     assert {p.name for p in CARDS_DIR.glob("*.md")} == {f"{n}.md" for n in names} | {INDEX}
     index = (CARDS_DIR / INDEX).read_text()
@@ -81,8 +81,8 @@ def test_the_equation_numbers_the_cards_cite_are_in_the_papers():
 
 def test_the_signature_section_names_every_field_and_the_sections_of_the_digest():
     assert tuple(SIGNATURE_TEXT) == SIGNATURE_FIELDS
-    expected = {"rev": [], "larev": ["larev"], "larev_vs_empty": ["larev", "larev_vs_empty"], "rora": ["rora"],
-                "rq": ["rora"], "las": ["rora"]}
+    expected = {"rev": [], "r_only": [], "larev": ["larev"], "larev_vs_empty": ["larev", "larev_vs_empty"],
+                "rora": ["rora"], "rq": ["rora"], "las": ["rora"]}
     for metric in METRICS:
         for name in metric.names():
             assert signed_sections(metric) == [*RUN_SECTIONS, *expected[name]]

@@ -157,7 +157,8 @@ def test_bench_quality_metrics_switch_the_steps_on_and_off(capsys):
     assert las.rora.enabled and not las.larev.enabled
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", "quality", "--out", "o", "--metrics", "rev,bleu"])
-    assert "unknown metric(s) ['bleu']; choose from rev, larev, larev_vs_empty, rora, rq, las" in capsys.readouterr().err
+    assert ("unknown metric(s) ['bleu']; choose from rev, larev, larev_vs_empty, r_only, rora, rq, las"
+            in capsys.readouterr().err)
 
 
 # Run in a fresh interpreter: in this one, a session's Prefect test harness (the flow tests) holds its own settings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -193,6 +194,48 @@ def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_r
     assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["artifacts"])
     assert run["artifacts"]["control_phi"] == run["artifacts"]["phi"]
     assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["signatures"])
+
+
+def test_r_only_is_larevs_r_only_control_under_its_own_name_and_the_hand_computed_difference(first_run):
+    """r_only, off by default, switched on: one training step (g_r on r alone), the model LAREV's r_only control
+    trains (the same artifact), its rows equal control_r_only's, and each score is log g_r[r](y) - log
+    phi_base[b](y) computed by hand from the two saved evaluators."""
+    from larev.formats import baseline_input, rationale_only_input
+    from larev.methods.rev.r_only import ROnlyConfig
+    from larev.models.evaluator import load_evaluator, score_labels
+    from larev.schema import label_sets
+    from storage import ArtifactStore
+    from storage.ref import ArtifactRef
+
+    root, first = first_run
+    assert "r_only" not in run_json(first)["signatures"]
+    larev = TINY_LAREV.model_copy(update={"controls": ["r_only"]})
+    result = larev_pipeline(tiny_params(root, larev=larev, r_only=ROnlyConfig(enabled=True), run_name="tiny-r-only"))
+    assert ran(result).count("train-r_only") <= 1 and "score-r_only" in ran(result)
+    run = run_json(result)
+    assert run["artifacts"]["r_only"] == run["artifacts"]["control_r_only"]
+    assert run["signatures"]["r_only"].startswith("metric:r_only.v1|")
+    scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
+    key = ["id", "source"]
+    mine = scores.filter(pl.col("metric") == "r_only").sort(key)
+    control = scores.filter(pl.col("metric") == "control_r_only").sort(key)
+    assert mine.height == 7 * 12 and mine["score"].equals(control["score"])
+
+    store = ArtifactStore(str(root / "store"))
+    g_r = load_evaluator(store.get_dir(ArtifactRef(**run["artifacts"]["r_only"]).key))
+    phi_base = load_evaluator(store.get_dir(ArtifactRef(**run["artifacts"]["phi_base"]).key))
+    test = pl.read_ndjson(Path(result["run_dir"]) / "test_split.jsonl")
+    rationales = store.read_parquet(ArtifactRef(**run["artifacts"]["rationales"]).key).filter(
+        pl.col("source") == "gold")
+    rows = rationales.join(test.select("id", "choices", "task"), on="id").sort("id")
+    baselines = store.read_parquet(ArtifactRef(**run["artifacts"]["baselines"]).key)
+    rows = rows.join(baselines.select("id", "label", "baseline"), on=["id", "label"])
+    cands, labels = label_sets(rows), rows["label"].to_list()
+    by_hand = (np.array(score_labels(g_r, [rationale_only_input(r) for r in rows["rationale"]], labels, cands).logp)
+               - np.array(score_labels(phi_base, [baseline_input(b) for b in rows["baseline"]], labels, cands).logp))
+    gold = mine.filter(pl.col("source") == "gold").sort("id")
+    assert gold["id"].to_list() == rows["id"].to_list()
+    assert gold["score"].to_numpy() == pytest.approx(by_hand, abs=1e-5)
 
 
 def test_the_no_rationale_reference_metric_runs_only_when_asked_under_its_own_name(first_run):

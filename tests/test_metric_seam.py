@@ -16,10 +16,11 @@ from tasks.metric import Metric
 
 def test_pipeline_sections_and_cli_names_come_from_the_registry():
     owned = {m.section for m in METRICS if m.options is not None}
-    assert owned == {"larev", "larev_vs_empty", "rora"} and owned <= set(PipelineParams.model_fields)
-    assert all_score_names() == {"rev", "larev", "rora", "rq", "las"}  # larev_vs_empty is off unless asked for
-    assert not PipelineParams().larev_vs_empty.enabled
+    assert owned == {"r_only", "larev", "larev_vs_empty", "rora"} and owned <= set(PipelineParams.model_fields)
+    assert all_score_names() == {"rev", "larev", "rora", "rq", "las"}  # r_only, larev_vs_empty: off unless asked
+    assert not PipelineParams().larev_vs_empty.enabled and not PipelineParams().r_only.enabled
     assert with_metrics(PipelineParams(), ["rev", "larev_vs_empty"]).larev_vs_empty.enabled
+    assert with_metrics(PipelineParams(), ["r_only"]).r_only.enabled
     # a section sits between the run's own sections and its trailing fields in the UI form
     fields = list(PipelineParams.model_fields)
     assert fields.index("score") < fields.index("larev") < fields.index("variants")

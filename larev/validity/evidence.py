@@ -10,7 +10,7 @@
      perturb_corr/<kind> (Spearman of gold's and its scores across instances)
   c. the built-in variants, the same three as variant/<name>, variant_order/<name>, variant_corr/<name>
 
-Scorers: each metric a run scored (rev, larev, larev_<ablation>, control_<name>, larev_vs_empty, rora, rq, las),
+Scorers: each metric a run scored (rev, larev, larev_vs_empty, r_only, rora, rq, las, larev_<ablation>, control_<name>),
 and the baselines: length (words: longer scores higher) and gpt3_nll (minus GPT-3's NLL; human files that have it).
 Value: the mean over seeds of each seed's figure; the interval: larev/validity/criteria.py's bootstrap over seeds
 and instances; met: larev/validity/protocol.py's `is_met` with the criterion's threshold. A cell on a kind of text
@@ -33,11 +33,11 @@ from larev.validity.criteria import (Draws, combine_seeds, interval, order_credi
 from larev.validity.perturb import PREFIX
 from larev.validity.protocol import Protocol, is_met
 
-SCORER_ORDER = ("rev", "larev", "larev_vs_empty", "larev_no_irm", "larev_no_probe", "larev_erm_envs",
-                "control_erm_envs", "control_phi", "control_r_only", "rora", "rq", "las", "length", "gpt3_nll")
+SCORER_ORDER = ("rev", "larev", "larev_vs_empty", "r_only", "rora", "rq", "las", "larev_no_irm", "larev_no_probe",
+                "larev_erm_envs", "control_erm_envs", "control_phi", "control_r_only", "length", "gpt3_nll")
 LAREV_DEFINITIONS = ("larev", "larev_vs_empty")
 # what each LAREV definition is read against, paired ("beats it by more than the interval": the difference's low > 0)
-REFERENCES = ("rev", "control_erm_envs", "control_r_only")
+REFERENCES = ("rev", "control_erm_envs", "r_only", "control_r_only")
 # figures in each scorer's own units (nats, accuracy, words): compared with a threshold, never across scorers
 UNITS_OWN = ("perturb/", "variant/")
 

@@ -18,7 +18,7 @@ from larev.signature import signature_difference
 from larev.validity.protocol import HUMAN_CRITERIA
 
 MARKS = {True: " ✓", False: " ✗", None: ""}
-METRICS_FIRST_CLASS = ("rev", "larev", "larev_vs_empty", "rora", "rq", "las")
+METRICS_FIRST_CLASS = ("rev", "larev", "larev_vs_empty", "r_only", "rora", "rq", "las")
 KIND_OF_SCORER = {"control_": "a control", "larev_no_": "an ablation", "larev_erm": "an ablation"}
 BASELINES = ("length", "gpt3_nll")
 
