@@ -3,13 +3,13 @@
 The demo's entailment and contradiction rows differ only in whether r's category is the hypothesis's, so an
 evaluator trained by plain ERM on [r, b with its relation phrase masked] (what phi_LA must read once b's leak is
 gone) reads their validation rows above 2/3 only by that comparison. This trains one such evaluator per call and
-reports its validation accuracy after every epoch (docs/benchmarks.md, "Dropout keeps the small T5 from comparing r
-with the hypothesis", measures it by dropout and seed):
+reports its validation accuracy after every epoch; run by dropout and seed, it is the figure behind phi_LA's
+dropout on the embedded backbone's demo data (docs/defaults.md#larev, `la_dropout`):
 
     python benchmarks/comparison.py --dropout 0 --epochs 12 [--twins] [--seed 0] [--data-seed 7] [--n-train 1600]
 
-Data seed 7 is the demo generator's tuning data (the demo itself is 13). A one-off diagnostic behind a figure of
-docs/benchmarks.md: it lives in benchmarks/, outside the installed packages, and uses only the core (larev).
+Data seed 7 is the demo generator's tuning data (the demo itself is 13). A one-off diagnostic behind a default: it
+lives in benchmarks/, outside the installed packages, and uses only the core (larev).
 """
 
 from __future__ import annotations

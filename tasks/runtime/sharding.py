@@ -93,8 +93,7 @@ class ScaleOutConfig(BaseModel):
         """Variables a LocalCluster worker process must have from its start (Dask's `pre-spawn-environ`): torch's
         threads, read once when the worker's OpenMP runtime starts (torch.set_num_threads would reach only the
         thread that calls it, not the one running the tasks). Dask's default also sets MALLOC_TRIM_THRESHOLD_,
-        which turns off glibc's adaptive allocator thresholds and made a score step markedly slower here
-        (docs/benchmarks.md, scale-out): it is left out."""
+        which turns off glibc's adaptive allocator thresholds and slows a score step: it is left out."""
         threads = str(self.worker_torch_threads())
         return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
 

@@ -1,10 +1,11 @@
 """Counterfactual rationales: r with the term that ties it to the hypothesis swapped, and the NLI label flipped.
 
-Not in the thesis. The borrowed-rationale term (objective.lambda_borrowed) tells phi_LA what a rationale about
-another instance is worth, but on the embedded backbone phi_LA still paid a borrowed same-label rationale what it
-paid the instance's own: it read *that* r is a category fact, not whether r's category is the hypothesis's
-(docs/benchmarks.md, "The demo's miss, per label"). A counterfactual twin is a minimal pair that only a comparison
-of r with the instance can fit: the same premise, hypothesis and baseline, r edited in one term, the other label.
+Not in the thesis. The borrowed-rationale term (larev_vs_empty.lambda_borrowed) tells phi_LA what a rationale
+about another instance is worth, but an evaluator can meet it by reading *that* r is a category fact, not whether
+r's category is the hypothesis's, and then pays a borrowed same-label rationale what it pays the instance's own. A
+counterfactual twin is a minimal pair that only a comparison of r with the instance can fit: the same premise,
+hypothesis and baseline, r edited in one term, the other label (docs/defaults.md#larev_vs_empty,
+`exclusive_terms`).
 
 The edit needs knowledge of which terms exclude each other, given as `ExclusiveTerms` (classes of terms, any two
 terms of a class exclusive for one object: "fruit" and "tool"). For an NLI instance (premise, hypothesis, r, y):

@@ -2,8 +2,8 @@
 
 The thesis makes phi_LA invariant to the leakage in the baseline b that Integrated Gradients finds, and names the
 rationale r as future work. On real QA that is where the leakage is: about half of CoS-E's explanations restate
-their answer, so a phi_LA that learns to copy the answer out of r rewards a rationale for restating it (measured
-with b-side environments only: docs/benchmarks.md). `larev.label_edits` edits the
+their answer, so a phi_LA that learns to copy the answer out of r rewards a rationale for restating it, which
+environments edited on b alone do not stop (docs/defaults.md#larev, `label_edits`). `larev.label_edits` edits the
 label's text in every environment the way the environments edit b's spans:
 
   E1  the text as written
@@ -13,8 +13,7 @@ label's text in every environment the way the environments edit b's spans:
   E4  (added by the edits) the label replaced in r and b by the other label neither E1 nor E3 names (for QA's
       3 choices, the last one), where b states the label and such a label exists: across E1, E3 and E4 a
       mentioned choice is then right one time in three, so copying it gains nothing even before IRM (with E1 and
-      E3 alone the mention is right half the time, and ERM still rewards copying it: on CoS-E phi_LA started from
-      phi kept reading E1 above E2 and E3; docs/benchmarks.md)
+      E3 alone the mention is right half the time, and ERM still rewards copying it)
 
 Where the edits apply (E2 and E3; E4 always edits both):
 

@@ -379,8 +379,8 @@ def train_leakage_aware(
     w_irm_max, w_probe_max = objective.weights(task, phi_la.config.backbone)
     w_borrowed_max = objective.lambda_borrowed if any(x.borrowed_input is not None for x in train) else 0.0
     # the no-rationale rows' ERM ramps in like the penalties: phi_LA first learns to read [r, b] as the thesis's
-    # does (with the rows at full weight from the first step it learned to read [r, b] later than under the thesis's
-    # objective: docs/benchmarks.md, "Defaults: chosen on which rows, by which figure")
+    # does; at full weight from the first step the rows hold back its reading of [r, b]
+    # (docs/defaults.md#larev_vs_empty)
     w_empty_max = 1.0 if any(x.empty_input is not None for x in train) else 0.0
     objective = objective.model_copy(update={"irm_on": objective.irm_target(task, phi_la.config.backbone)})
     with_probe = w_probe_max > 0

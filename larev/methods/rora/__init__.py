@@ -13,5 +13,5 @@ rationales (a user file) have no training split anyway, and it is a quarter of t
 is the paper's protocol (eq. 10's note: the test set has the training set's rationale distribution): those models
 once per rationale source that has training rationales (the built-in variants, which larev builds for the
 training split too); sources with test rationales only are scored with gold's models. RQ and LAS train their
-proxy on each source's rationales either way (their definition). docs/benchmarks.md compares the two protocols.
+proxy on each source's rationales either way (their definition). The two compared: docs/defaults.md#rora.
 """
