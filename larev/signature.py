@@ -11,8 +11,9 @@ Fields, in order (SIGNATURE_FIELDS):
             from (`backbone@digest`; the embedded model is built from the settings and has none)
   settings  the first 8 hex digits of the sha256 of the resolved settings that enter training or scoring (the data
             and its files' digests, baselines, model, training, scoring, and the metric's own resolved section),
-            as canonical JSON
-  seed      the evaluators' training seed
+            as canonical JSON, with every training seed written relative to `seed` (`relative_seeds`): runs that
+            differ only by one seed offset, as a benchmark's seeds do, share it
+  seed      the evaluators' training seed (`train.seed`)
   larev     the larev version that scored
 
 Two scores are comparable only when their signatures are equal; `signature_difference` names the fields that
@@ -36,6 +37,25 @@ def settings_digest(settings: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS]
 
 
+def relative_seeds(settings: Any, seed: int) -> Any:
+    """`settings` (run.json-shaped sections) with every `seed` field outside the `data` section replaced by its
+    offset from `seed`, the run's training seed. A benchmark moves every training seed by the same offset (a model's
+    initialisation, data order, the probe and antonym draws), which then changes the signature's `seed` field only;
+    a seed set apart from the others still changes the settings digest. The data generator's seed stays as it is:
+    it changes the data, not the training."""
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: v - seed if k == "seed" and isinstance(v, int) and not isinstance(v, bool) else walk(v)
+                    for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    if not isinstance(settings, dict):
+        return settings
+    return {k: v if k == "data" else walk(v) for k, v in settings.items()}
+
+
 def make_signature(metric: str, definition_version: str, backbone: str, weights_sha256: str | None,
                    settings: Any, seed: int, version: str) -> str:
     """The signature string (module docstring). `weights_sha256`: the pretrained weights' digest, or None for a
@@ -46,7 +66,7 @@ def make_signature(metric: str, definition_version: str, backbone: str, weights_
             raise ValueError(f"signature field {name} must be non-empty and hold no '|', got {value!r}")
     backbone_field = backbone if not weights_sha256 else f"{backbone}@{weights_sha256[:DIGEST_CHARS]}"
     fields = {"metric": f"{metric}.{definition_version}", "backbone": backbone_field,
-              "settings": settings_digest(settings), "seed": str(seed), "larev": version}
+              "settings": settings_digest(relative_seeds(settings, seed)), "seed": str(seed), "larev": version}
     return "|".join(f"{k}:{fields[k]}" for k in SIGNATURE_FIELDS)
 
 

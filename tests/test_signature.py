@@ -64,3 +64,36 @@ def test_what_enters_a_metrics_signature():
     assert set(metric_settings(accuracy, params)) == {*rev, "rora"}
     moved = {**params, "data": {"source": "files", "train": "/elsewhere/train.parquet"}}
     assert metric_settings(by_name["rev"], moved, {"train": "f" * 64}) == rev  # same file, another path
+
+
+def test_training_seeds_enter_the_settings_digest_relative_to_the_runs_seed():
+    """A benchmark's seeds move every training seed by one offset: only the signature's `seed` field changes. A
+    seed set apart from the others, or the data generator's seed, changes the settings digest."""
+    from flows.metrics import METRICS
+    from flows.pipeline import PipelineParams
+    from larev.bench.quality import reseeded
+    from larev.signature import relative_seeds
+    from tasks.metric import metric_settings
+
+    settings = {"data": {"demo": {"seed": 7}}, "train": {"seed": 42, "epochs": 3},
+                "larev": {"probe_train": {"seed": 42}, "antonyms": {"seed": 0}, "ablations": [{"seed": 44}]}}
+    assert relative_seeds(settings, 42) == {"data": {"demo": {"seed": 7}}, "train": {"seed": 0, "epochs": 3},
+                                            "larev": {"probe_train": {"seed": 0}, "antonyms": {"seed": -42},
+                                                      "ablations": [{"seed": 2}]}}
+    larev = next(m for m in METRICS if m.name == "larev")
+
+    def signature(params: PipelineParams) -> str:
+        dumped = params.model_dump(mode="json")
+        return make_signature("larev", "v1", "embedded", None, metric_settings(larev, dumped), dumped["train"]["seed"],
+                              "0.1.0")
+
+    base = PipelineParams()
+    third = reseeded(base, 3)
+    assert third.train.seed == base.train.seed + 3 and third.larev.probe_train.seed != base.larev.probe_train.seed
+    assert signature_difference(signature(base), signature(third)) == ["seed"]
+    apart = base.model_copy(update={"larev": base.larev.model_copy(update={
+        "probe_train": base.larev.probe_train.model_copy(update={"seed": base.larev.probe_train.seed + 1})})})
+    assert signature_difference(signature(base), signature(apart)) == ["settings"]
+    demo = base.data.demo.model_copy(update={"seed": base.data.demo.seed + 1})
+    other_data = base.model_copy(update={"data": base.data.model_copy(update={"demo": demo})})
+    assert signature_difference(signature(base), signature(other_data)) == ["settings"]
