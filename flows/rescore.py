@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.score import ScoreParams, score_rationales
 from larev.config import Device
+from larev.data.logged import RationaleReading
 from larev.errors import InputError, LarevError
 from larev.service.inbox import (DEFAULT_PATTERNS, inbox_label, ledger_entry, new_files, output_name, record,
                                  results_rows, scan_report)
@@ -41,11 +42,15 @@ class RescoreParams(BaseModel):
     run: str = Field(..., description="a finished pipeline run's directory (holding run.json): its evaluators score "
                                       "the files")
     inbox: str = Field(..., description="where new rationale files arrive: a local folder or s3://bucket/prefix "
-                                        "(id, source, rationale[, label]; .parquet, .jsonl, .json or .csv)")
+                                        "(id, source, rationale[, label]; .parquet, .jsonl, .json or .csv; or "
+                                        "lm-evaluation-harness sample logs)")
     patterns: list[str] = Field(list(DEFAULT_PATTERNS), description="file name patterns to pick up")
     settle_seconds: float = Field(30.0, ge=0, description="files modified more recently than this wait for the "
                                                            "next scan (they may still be being written)")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
+    reading: RationaleReading = Field(default_factory=RationaleReading,
+                                      description="how logged files (lm-eval sample logs, JSON lines) and <think> "
+                                                  "reasoning traces are read: the same for every file of the inbox")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
                                       description="shard large files over a Dask cluster (shard_rows > 0)")
@@ -69,9 +74,10 @@ def rescore_inbox(params: RescoreParams) -> dict:
                 # validated here first, under the file's inbox name: a bad file is an expected outcome (quarantine),
                 # not a failed scoring run with a traceback
                 check_rationale_file(store, examples, local, params.column_map or None, params.scale_out.shard_rows,
-                                     shown_as=location(params.inbox, file.name))
+                                     shown_as=location(params.inbox, file.name), reading=params.reading)
                 out = score_rationales(ScoreParams(run=params.run, rationales=local, name=output_name(file),
-                                                   column_map=params.column_map, device=params.device,
+                                                   column_map=params.column_map, reading=params.reading,
+                                                   device=params.device,
                                                    progress=False, scale_out=params.scale_out, origin="inbox"))
             except InputError as exc:  # the file breaks the data contract: set it aside, go on with the others
                 moved = quarantine(params.inbox, file, str(exc))

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from larev.stress.addtext.config import AddTextConfig
 from larev.config import BaselineConfig, Device, ScoreConfig
 from larev.digests import file_digest
+from larev.data.logged import RationaleReading
 from larev.data.variants import VARIANTS
 from larev.errors import ConfigError
 from larev.leaderboard import entries as leaderboard_entries
@@ -39,11 +40,16 @@ class ScoreParams(BaseModel):
     pack_digest: str | None = Field(None, pattern=r"^[0-9a-fA-F]{8,64}$",
                                     description="the pack's digest as `larev pack` printed it (or its start): a "
                                                 "pack re-made whole, pack.json included, is then refused too")
-    rationales: str = Field(..., description="rationale file: id, source, rationale[, label] (.parquet/.jsonl/.csv)")
+    rationales: str = Field(..., description="rationale file: id, source, rationale[, label] (.parquet/.jsonl/.csv); "
+                                             "or an lm-evaluation-harness sample log, or JSON lines read with "
+                                             "reading.rationale_field")
     name: str = Field("scored", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                       description="outputs go to RUN/NAME/ (RUN: the --run directory, or the pack's extraction); "
                                   "the name on the run's leaderboard, so not one of the run's own variants")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
+    reading: RationaleReading = Field(default_factory=RationaleReading,
+                                      description="how a logged file (lm-eval sample log, JSON lines) and "
+                                                  "<think> reasoning traces are read")
     score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
@@ -108,9 +114,10 @@ def score_rationales(params: ScoreParams) -> dict:
         digest, column_map = file_digest(params.rationales), params.column_map or None
         if params.scale_out.enabled:  # read, validated and scored a shard at a time
             rationales = steps.run(load_rationale_shards, params.rationales, digest, refs["examples"], column_map,
-                                   params.scale_out.shard_rows)
+                                   params.scale_out.shard_rows, params.reading)
         else:
-            rationales = steps.run(load_rationales, params.rationales, digest, refs["examples"], column_map)
+            rationales = steps.run(load_rationales, params.rationales, digest, refs["examples"], column_map,
+                                   params.reading)
         scores = score_all(trained, refs, rationales)
         stress = stress_steps(trained, refs, rationales, ftc=params.ftc, addtext=params.addtext,
                               sources=tuple(params.stress_sources), title=Path(params.rationales).name)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from flows.score import finished_run, read_run, stress_steps
 from larev.stress.addtext.config import AddTextConfig
 from larev.config import Device, ScoreConfig
+from larev.data.logged import RationaleReading
 from larev.digests import file_digest
 from larev.errors import ConfigError
 from larev.stress.ftc.config import FtcConfig
@@ -35,6 +36,9 @@ class StressParams(BaseModel):
     name: str = Field("stress", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                       description="outputs go to RUN/NAME/ (RUN: the --run directory)")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
+    reading: RationaleReading = Field(default_factory=RationaleReading,
+                                      description="how a logged file (lm-eval sample log, JSON lines) and "
+                                                  "<think> reasoning traces are read")
     sources: list[str] | None = Field(None, description="rationale sources to look at, '*' for all; empty: 'gold' "
                                                         "of the run's variants, every source of a file")
     ftc: FtcConfig | None = Field(default_factory=FtcConfig, description="FTC options; empty: no FTC (skipped with "
@@ -70,7 +74,7 @@ def stress_test(params: StressParams) -> dict:
         rationales = refs["rationales"]
         if params.rationales:
             rationales = steps.run(load_rationales, params.rationales, file_digest(params.rationales),
-                                   refs["examples"], params.column_map or None)
+                                   refs["examples"], params.column_map or None, params.reading)
         title = Path(params.rationales).name if params.rationales else f"run {Path(params.run).name}"
         trained = finished_run(steps, run, refs, score=params.score, device=params.device)
         out = stress_steps(trained, refs, rationales, ftc=ftc, addtext=params.addtext, sources=tuple(sources),

@@ -28,6 +28,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from larev.data.logged import RationaleReading
 from larev.digests import sha256_file
 from larev.errors import ConfigError, InputError
 from larev.run_files import RUN_FILE
@@ -214,17 +215,17 @@ def _check_files(folder: Path, files: dict[str, str], pack: str | Path) -> None:
             raise InputError(f"{rel} does not match its sha256 in pack.json: {where}", file=str(pack))
 
 
-def check_pack_fits(pack: str | Path, examples, rationales: str, column_map: dict[str, str] | None) -> None:
+def check_pack_fits(pack: str | Path, examples, rationales: str, column_map: dict[str, str] | None,
+                    reading: RationaleReading | None = None) -> None:
     """Refuse a rationale file made for another task or data set than the pack's, in one line: none of its ids is
-    among the pack's test examples."""
-    from larev.data.files import read_table
+    among the pack's test examples. The file is read as the scoring reads it (`reading`)."""
+    from larev.data.files import read_rationale_rows
 
     header = read_header(pack)
-    frame = read_table(rationales)
-    id_column = next((k for k, v in (column_map or {}).items() if v == "id"), "id")
-    if id_column not in frame.columns:
+    frame = read_rationale_rows(rationales, column_map=column_map, reading=reading)
+    if "id" not in frame.columns:
         return  # the file check names the missing column
-    ids = set(frame[id_column].cast(str).to_list())
+    ids = set(frame["id"].cast(str).to_list())
     known = set(examples["id"].to_list())
     if ids and not ids & known:
         sample = ", ".join(sorted(known)[:2])

@@ -74,11 +74,19 @@ def pipeline_assignments(items: list[Assignment]) -> list[Assignment]:
 
 # `score`, `ftc` and `addtext`: a finished run's evaluators on a rationale file (same field names in ScoreParams
 # and StressParams; each model's own descriptions and defaults show in --help)
+# how a rationale file in another format than the canonical table is read (larev/data/logged.py)
+READING = [
+    Option("--rationale-field", "reading.rationale_field"),
+    Option("--id-field", "reading.id_field"),
+    Option("--source", "reading.source"),
+    Option("--think", "reading.think"),
+]
 WITH_RUN = [
     Option("--run", "run"),
     Option("--rationales", "rationales"),
     Option("--name", "name"),
     Option("--column-map", "column_map"),
+    *READING,
     Option("--device", "device"),
     Option("--no-progress", "progress", const=False, help="no progress bars"),
 ]
@@ -113,7 +121,7 @@ def commands() -> dict[str, Command]:
             *SCALE_OUT]),
         "rescore": Command(RescoreParams, [
             Option("--run", "run"), Option("--inbox", "inbox"), Option("--settle-seconds", "settle_seconds"),
-            Option("--column-map", "column_map"), Option("--device", "device"), *SCALE_OUT]),
+            Option("--column-map", "column_map"), *READING, Option("--device", "device"), *SCALE_OUT]),
         "ftc": Command(StressParams, [
             *STRESS_COMMON,
             Option("--extractor", "ftc.extractor"), Option("--llm-model", "ftc.llm_model"),

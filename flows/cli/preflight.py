@@ -89,9 +89,11 @@ def score_inputs(params) -> None:
     if params.pack is not None:
         from tasks.packs import check_pack_fits
 
-        check_pack_fits(params.pack, store.read_parquet(examples.key), params.rationales, params.column_map or None)
+        check_pack_fits(params.pack, store.read_parquet(examples.key), params.rationales, params.column_map or None,
+                        params.reading)
     check_rationale_file(store, examples, params.rationales, params.column_map or None,
-                         shard_rows=params.scale_out.shard_rows if params.scale_out.enabled else 0)
+                         shard_rows=params.scale_out.shard_rows if params.scale_out.enabled else 0,
+                         reading=params.reading)
 
 
 def human_inputs(run_dir: str, annotations: list[str]) -> None:

@@ -2,7 +2,9 @@
 
 `read_table` turns a file into a frame (format by suffix) and reports every unreadable file as an `InputError`
 naming the file and, where it can, the line or row; `load_examples_file` and `load_rationales_file` rename
-columns, normalise `choices` and validate against the data contract (larev/schema.py).
+columns, normalise `choices` and validate against the data contract (larev/schema.py). A rationale file may also be
+an lm-evaluation-harness sample log or JSON records with the rationale at a named field, and reasoning traces in
+it are read as asked (larev/data/logged.py): `read_rationale_rows` brings every format to the canonical rows.
 """
 
 from __future__ import annotations
@@ -11,16 +13,19 @@ import csv
 import io
 import json
 import logging
+import re
 from pathlib import Path
 
 import polars as pl
 
+from larev.data.logged import FILE_ROW, Format, RationaleReading, detect_format, rows_of_records, rows_of_table
 from larev.errors import InputError
 from larev.schema import validate_examples, validate_rationales
 
 log = logging.getLogger(__name__)
 
 SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+JSON_SUFFIXES = (".jsonl", ".json")
 
 
 # ---- reading ------------------------------------------------------------------------------------------------
@@ -31,24 +36,33 @@ def read_table(path: str | Path) -> pl.DataFrame:
     `.json` holds JSON lines like `.jsonl`; a single top-level JSON array of objects is accepted too.
     CSV columns are read as strings (ids like '007' keep their zeros).
     """
-    path = Path(path)
+    path = readable(path)
     file = str(path)
     suffix = path.suffix.lower()
-    if suffix not in SUFFIXES:
+    if suffix == ".parquet":
+        df = _read_parquet(path)
+    elif suffix == ".csv":
+        df = _read_csv(decode_utf8(path.read_bytes(), file=file), file=file)
+    else:
+        records = read_json_records(path)
+        df = records_frame(records, file=file) if records else pl.DataFrame()
+    if df.height == 0:
+        raise InputError("the file has no rows", file=file)
+    return df
+
+
+def readable(path: str | Path) -> Path:
+    """`path` when it is a non-empty file of a known type (by suffix); an InputError saying which it is not."""
+    path = Path(path)
+    file = str(path)
+    if path.suffix.lower() not in SUFFIXES:
         raise InputError(f"unknown file type {path.suffix or '(no suffix)'!r}; use one of {list(SUFFIXES)}",
                          file=file)
     if not path.is_file():
         raise InputError("file not found" if not path.exists() else "not a file", file=file)
     if path.stat().st_size == 0:
         raise InputError("the file is empty", file=file)
-    if suffix == ".parquet":
-        df = _read_parquet(path)
-    else:
-        text = decode_utf8(path.read_bytes(), file=file)
-        df = _read_csv(text, file=file) if suffix == ".csv" else _read_json_lines(text, file=file)
-    if df.height == 0:
-        raise InputError("the file has no rows", file=file)
-    return df
+    return path
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:
@@ -86,7 +100,13 @@ def _read_csv(text: str, *, file: str) -> pl.DataFrame:
     raise InputError(f"not a valid CSV file ({problem})", file=file)
 
 
-def _read_json_lines(text: str, *, file: str) -> pl.DataFrame:
+def read_json_records(path: Path) -> list[dict]:
+    """The JSON objects of a `.jsonl` / `.json` file: one per line, or the items of one top-level array."""
+    file = str(path)
+    return _json_records(decode_utf8(path.read_bytes(), file=file), file=file)
+
+
+def _json_records(text: str, *, file: str) -> list[dict]:
     stripped = text.lstrip()
     if stripped.startswith("["):  # one JSON array of records
         try:
@@ -110,9 +130,7 @@ def _read_json_lines(text: str, *, file: str) -> pl.DataFrame:
         if not isinstance(record, dict):
             raise InputError(f"expected a JSON object, found {type(record).__name__} "
                              f"({'line' if not stripped.startswith('[') else 'item'} {where})", file=file, row=row)
-    if not lines:
-        return pl.DataFrame()
-    return records_frame([r for _, r in lines], file=file)
+    return [record for _, record in lines]
 
 
 def records_frame(records: list[dict], *, file: str, first_row: int = 0) -> pl.DataFrame:
@@ -237,9 +255,60 @@ def load_examples_file(path: str | Path, *, task: str | None = None, column_map:
                             drop_empty_rationales=drop_empty_rationales)
 
 
-def load_rationales_file(path: str | Path, examples: pl.DataFrame, *,
-                         column_map: dict[str, str] | None = None) -> pl.DataFrame:
-    """Load rationales to score (id, source, rationale, optional label) and check them against `examples`."""
-    file = str(path)
-    df = _rename(read_table(path), column_map, file=file)
-    return validate_rationales(df, examples, file=file)
+def load_rationales_file(path: str | Path, examples: pl.DataFrame, *, column_map: dict[str, str] | None = None,
+                         reading: RationaleReading | None = None) -> pl.DataFrame:
+    """Load rationales to score (id, source, rationale, optional label) and check them against `examples`.
+
+    column_map renames a table's columns; reading says how a file in another format (an lm-evaluation-harness
+    sample log, JSON records with the rationale at a named field) and reasoning traces are read (logged.py)."""
+    rows = read_rationale_rows(path, column_map=column_map, reading=reading)
+    return validate_rationale_rows(rows, examples, file=str(path))
+
+
+def read_rationale_rows(path: str | Path, *, column_map: dict[str, str] | None = None,
+                        reading: RationaleReading | None = None) -> pl.DataFrame:
+    """A rationale file's rows in the canonical columns, whatever its format, with `file_row` (the row in the file
+    each comes from); not yet checked against the data contract. JSON files are read as records, so a log whose
+    records do not form a table (lm-eval's `arguments`) is read all the same."""
+    path = readable(path)
+    if path.suffix.lower() in JSON_SUFFIXES:
+        raw: pl.DataFrame | list[dict] = read_json_records(path)
+        if not raw:
+            raise InputError("the file has no rows", file=str(path))
+    else:
+        raw = read_table(path)
+    return rationale_rows(raw, file=str(path), column_map=column_map, reading=reading)
+
+
+def rationale_rows(raw: pl.DataFrame | list[dict], *, file: str, column_map: dict[str, str] | None = None,
+                   reading: RationaleReading | None = None, first_row: int = 0, found: Format | None = None,
+                   docs_read: set | None = None) -> pl.DataFrame:
+    """Canonical rows of a file's frame or JSON records (a whole file, or a piece starting at row `first_row`),
+    in the format `found` or the one its columns show (logged.detect_format). `docs_read`: the lm-eval documents
+    read from the file's earlier pieces (logged.lm_eval_rows)."""
+    reading = reading or RationaleReading()
+    columns = list(raw[0]) if isinstance(raw, list) else raw.columns
+    found = found or detect_format(columns, reading, column_map, file=file)
+    if found != "table":
+        records = raw if isinstance(raw, list) else raw.to_dicts()
+        return rows_of_records(records, found, reading, file=file, first_row=first_row, docs_read=docs_read)
+    frame = records_frame(raw, file=file, first_row=first_row) if isinstance(raw, list) else raw
+    return rows_of_table(_rename(frame, column_map, file=file), reading, file=file, first_row=first_row)
+
+
+def validate_rationale_rows(rows: pl.DataFrame, examples: pl.DataFrame, *, file: str) -> pl.DataFrame:
+    """`validate_rationales` of rows from `rationale_rows`: an error names the rows of the file (`file_row`)."""
+    file_rows = rows[FILE_ROW].to_list()
+    try:
+        return validate_rationales(rows.drop(FILE_ROW), examples, file=file)
+    except InputError as e:
+        if e.row is None or not 0 <= e.row < len(file_rows):
+            raise
+        raise InputError(_rows_in_file(e.problem, file_rows), file=e.file, row=file_rows[e.row],
+                         column=e.column) from None
+
+
+def _rows_in_file(problem: str, file_rows: list[int]) -> str:
+    """A validation problem with the rows it lists ('(rows [0, 2])', the duplicate check's) as rows of the file."""
+    return re.sub(r"\(rows \[([\d, ]+)\]\)",
+                  lambda m: f"(rows {[file_rows[int(i)] for i in m.group(1).split(', ')]})", problem)
