@@ -307,6 +307,42 @@ def test_the_recommendation_says_ties_and_never_calls_a_tied_scorer_better():
     assert "then rora 0 of 2" in first and "control_erm_envs (a control) does better" in second
 
 
+def test_a_metric_gains_nothing_by_training_on_the_texts_that_would_judge_it():
+    """rq is not judged on b (it trains on that kind): on every judged criterion it leads (1 of 1 against 1 of 2),
+    on the criteria both are judged on the two tie, and the recommendation reads the common criteria."""
+    from larev.validity.report import recommendation_lines
+
+    cell = {"value": 0.6, "low": 0.55, "high": 0.65}
+    results = {"scorers": {"larev": {"a": {**cell, "met": True}, "b": {**cell, "met": False}},
+                           "rq": {"a": {**cell, "met": True}, "b": {**cell, "met": None, "trained_on": True}}}}
+    first, second, third = recommendation_lines(results)
+    assert "**rq** (a metric), 1 of 1; then larev 1 of 2" in first
+    assert "On the 1 criteria every one of them is judged on: **larev and rq**" in second
+    assert "recommends **larev**" in third and "tied with rq" in third
+
+
+def test_the_metric_headline_is_one_row_per_metric_with_its_signature_and_figures():
+    from larev.validity.report import metric_headline
+
+    def cell(value, met):
+        return {"value": value, "low": value - 0.1, "high": value + 0.1, "met": met}
+
+    signature = "metric:rev.v1|backbone:embedded|settings:c2e206a6|seed:42|larev:0.1.0"
+    results = {"seeds": [0, 1], "signatures": {"0": {"rev": signature}, "1": {}},
+               "scorers": {"control_phi": {"variant_order/leaky": cell(0.9, True)},
+                           "rev": {"acceptability_auroc/snli": cell(0.6, True), "pairwise/snli": cell(0.7, True),
+                                   "variant_order/leaky": cell(0.55, False),
+                                   "variant_order/borrowed": {**cell(0.5, None), "trained_on": True},
+                                   "perturb_order/shuffled": cell(0.8, True)}}}
+    header, rule, row, *rest = metric_headline(results).splitlines()
+    assert not rest  # the control is not a metric: no row
+    assert header == ("| metric | signature (first seed) | auroc snli | gold above leaky | gold above borrowed | "
+                      "gold above shuffled | thresholds met |")
+    assert row == ("| `rev` | `metric:rev.v1\\|backbone:embedded\\|settings:c2e206a6\\|seed:42\\|larev:0.1.0` | "
+                   "0.600 [0.500, 0.700] ✓ | 0.550 [0.450, 0.650] ✗ | 0.500 [0.400, 0.600]† | "
+                   "0.800 [0.700, 0.900] ✓ | 3 of 4 |")
+
+
 def test_the_docs_page_shows_the_committed_results_table():
     """docs/validity.md's headline table is the committed results' (docs/validity/nli-tune.json), as
     `headline_table` writes it: the page cannot drift from the results it cites."""

@@ -95,6 +95,34 @@ def headline_table(results: dict) -> str:
     return markdown_table(pl.DataFrame(rows, schema={c: pl.String for c in columns}))
 
 
+HEADLINE_ORDERS = ("variant_order/leaky", "variant_order/borrowed", "perturb_order/shuffled")
+
+
+def metric_headline(results: dict) -> str:
+    """One row per first-class metric of a results.json: its first seed's signature (the other seeds' differ in
+    their seed field), its human-judgement AUROC, the share of instances it orders gold above a label
+    statement, another instance's rationale and gold with its words shuffled (HEADLINE_ORDERS), and all
+    thresholds met; each figure the mean over seeds [interval over seeds and instances]."""
+    signatures = results.get("signatures") or {}
+    first = signatures.get(str(results["seeds"][0]), {}) if results.get("seeds") else {}
+    aurocs = [c for c in human_criteria(results) if c.startswith("acceptability_auroc/")]
+    counts = met_counts(results)
+    rows = []
+    for metric in METRICS_FIRST_CLASS:
+        cells = results["scorers"].get(metric)
+        if cells is None:
+            continue
+        signature = first[metric].replace("|", "\\|") if metric in first else ""  # a pipe would end the cell
+        row = {"metric": f"`{metric}`", "signature (first seed)": f"`{signature}`" if signature else ""}
+        row |= {c.replace("acceptability_", "").replace("/", " "): cell_text(cells.get(c)) for c in aurocs}
+        row |= {f"gold above {c.split('/')[1]}": cell_text(cells.get(c)) for c in HEADLINE_ORDERS}
+        met, judged, _ = counts[metric]
+        row["thresholds met"] = f"{met} of {judged}"
+        rows.append(row)
+    columns = list(rows[0]) if rows else ["metric"]
+    return markdown_table(pl.DataFrame(rows, schema={c: pl.String for c in columns}))
+
+
 def met_counts(results: dict) -> dict[str, tuple[int, int, int]]:
     """Per scorer: (criteria met, criteria judged, cells): a cell on a trained-on kind or without a threshold is
     not judged."""
@@ -135,11 +163,28 @@ def versus_lines(results: dict) -> list[str]:
     return lines
 
 
+def _judged(results: dict, scorer: str) -> set[str]:
+    """The criteria a scorer is judged on (a threshold, and not a kind of text it trains on)."""
+    return {c for c, cell in results["scorers"][scorer].items() if cell.get("met") is not None}
+
+
+def _ranking(entries: list[tuple[float, int, int, str]]) -> str:
+    """'**a and b** (a metric, a control), 3 of 4; then c 2 of 4' from (share, met, judged, scorer), best first."""
+    top = entries[0][0]
+    leaders = [m for share, _, _, m in entries if share == top]
+    text = (f"**{' and '.join(leaders)}** ({', '.join(kind_of(m) for m in leaders)}), {entries[0][1]} of "
+            f"{entries[0][2]}")
+    rest = [f"{m} {k} of {j}" for share, k, j, m in entries if share < top]
+    return text + ("; then " + ", ".join(rest) if rest else "")
+
+
 def recommendation_lines(results: dict) -> list[str]:
     """Which scorer meets the largest share of the thresholds it is judged on, among the scorers with a figure on
-    every criterion (a baseline that exists for the human files only, GPT-3's NLL, is said apart), and what larev
-    recommends: the metric (a first-class name) with the largest share; said plainly when a control, an ablation or
-    a baseline does better."""
+    every criterion (a baseline that exists for the human files only, GPT-3's NLL, is said apart); then, where some
+    scorer is not judged on some criteria (the kinds of text it trains on), the same on the criteria every one of
+    them is judged on; and what larev recommends: the metric (a first-class name) that meets the most of those
+    common criteria, said plainly when a control, an ablation or a baseline does better. The common criteria keep
+    a metric from gaining by training on the texts that would judge it."""
     counts = met_counts(results)
     if not counts:
         return []
@@ -149,19 +194,26 @@ def recommendation_lines(results: dict) -> list[str]:
                    if cells == widest and judged), key=lambda e: (-e[0], order.index(e[3])))
     lines = []
     if full:
-        top_share, met, judged, _ = full[0]
-        leaders = [m for share, _, _, m in full if share == top_share]
-        lines.append(f"- Largest share of thresholds met: **{' and '.join(leaders)}** "
-                     f"({', '.join(kind_of(m) for m in leaders)}), {met} of {judged}"
-                     + ("; then " + ", ".join(f"{m} {k} of {j}" for share, k, j, m in full if share < top_share)
-                        if len(full) > len(leaders) else "") + ".")
-        metrics = [entry for entry in full if entry[3] in METRICS_FIRST_CLASS]
+        lines.append("- Largest share of the thresholds each is judged on: " + _ranking(full) + ".")
+        common = set.intersection(*(_judged(results, m) for *_, m in full))
+        on_common = sorted(((met / len(common), met, len(common), m) for m in (e[3] for e in full)
+                            for met in [sum(results["scorers"][m][c]["met"] for c in common)]),
+                           key=lambda e: (-e[0], order.index(e[3]))) if common else []
+        if on_common and any(judged != len(common) for _, _, judged, _ in full):
+            lines.append(f"- On the {len(common)} criteria every one of them is judged on: " + _ranking(on_common)
+                         + ".")
+        ranked = on_common or full
+        top_share = ranked[0][0]
+        leaders = [m for share, _, _, m in ranked if share == top_share]
+        metrics = [entry for entry in ranked if entry[3] in METRICS_FIRST_CLASS]
         if metrics:
             share, best_met, best_judged, best = metrics[0]
             tied = [m for s_, _, _, m in metrics[1:] if s_ == share]
             better = [m for m in leaders if m not in METRICS_FIRST_CLASS] if share < top_share else []
-            lines.append(f"- larev recommends **{best}** on this task: of the metrics, it meets the largest share "
-                         f"of thresholds ({best_met} of {best_judged})"
+            lines.append(f"- larev recommends **{best}** on this task: of the metrics, it meets the most thresholds "
+                         f"({best_met} of {best_judged}"
+                         + (" criteria every scorer is judged on" if ranked is on_common and on_common else "")
+                         + ")"
                          + (f", tied with {', '.join(tied)} (the first in the table's order is named)" if tied else "")
                          + "." + (f" {', '.join(f'{m} ({kind_of(m)})' for m in better)} does better." if better
                                   else ""))
