@@ -49,8 +49,9 @@ class RescoreParams(BaseModel):
                                                            "next scan (they may still be being written)")
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     reading: RationaleReading = Field(default_factory=RationaleReading,
-                                      description="how logged files (lm-eval sample logs, JSON lines) and <think> "
-                                                  "reasoning traces are read: the same for every file of the inbox")
+                                      description="how logged files (lm-eval sample logs, JSON lines) and "
+                                                  "reasoning traces (think tags) are read: the same for every file "
+                                                  "of the inbox")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     scale_out: ScaleOutConfig = Field(default_factory=ScaleOutConfig,
                                       description="shard large files over a Dask cluster (shard_rows > 0)")

@@ -49,7 +49,7 @@ class ScoreParams(BaseModel):
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     reading: RationaleReading = Field(default_factory=RationaleReading,
                                       description="how a logged file (lm-eval sample log, JSON lines) and "
-                                                  "<think> reasoning traces are read")
+                                                  "reasoning traces (think tags) are read")
     score: ScoreConfig | None = Field(None, description="scoring options; default: the run's own")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")

@@ -38,7 +38,7 @@ class StressParams(BaseModel):
     column_map: dict[str, str] = Field(default_factory=dict, description="file column -> canonical column")
     reading: RationaleReading = Field(default_factory=RationaleReading,
                                       description="how a logged file (lm-eval sample log, JSON lines) and "
-                                                  "<think> reasoning traces are read")
+                                                  "reasoning traces (think tags) are read")
     sources: list[str] | None = Field(None, description="rationale sources to look at, '*' for all; empty: 'gold' "
                                                         "of the run's variants, every source of a file")
     ftc: FtcConfig | None = Field(default_factory=FtcConfig, description="FTC options; empty: no FTC (skipped with "

@@ -1,4 +1,5 @@
-"""Text generation clients shared by every model-backed rewriter: Gemini, a prompt cache and local HF seq2seq.
+"""Text generation clients shared by every model-backed rewriter: Gemini, a prompt cache, local HF seq2seq and
+causal models.
 
 A client is anything with `generate(prompt) -> str` (`TextGenerator`); clients name their model in a `model`
 attribute, which goes into cache keys and provenance strings. Also here: `Rewritten` (a generated text with its
@@ -313,6 +314,86 @@ class HFSeq2SeqGenerator:
                 ids = model.generate(**enc, do_sample=False, num_beams=self.num_beams,
                                      max_new_tokens=self.max_new_tokens)
             out.extend(t.strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True))
+        return out
+
+    def generate(self, prompt: str) -> str:
+        return self.generate_batch([prompt])[0]
+
+
+class HFCausalGenerator:
+    """A local Hugging Face causal language model (Llama, Qwen, GPT-2 family) generating greedily.
+
+    `model_name_or_path` is loaded as `HFSeq2SeqGenerator` loads its model (a directory, or a hub name read from
+    the local HF cache first; safetensors weights only). With `chat_template` and a tokenizer that has one, each
+    prompt is sent as one user turn through it; otherwise as plain text. The reply is the text generated after the
+    prompt. Prompts are padded on the left, so every row's reply starts at the same position.
+    """
+
+    def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 8, max_new_tokens: int = 96,
+                 max_input_tokens: int = 512, chat_template: bool = True):
+        if batch_size < 1 or max_new_tokens < 1:
+            raise ConfigError("batch_size and max_new_tokens must both be >= 1")
+        self.model = model_name_or_path
+        self.device = device
+        self.batch_size = batch_size
+        self.max_new_tokens = max_new_tokens
+        self.max_input_tokens = max_input_tokens
+        self.chat_template = chat_template
+        self._loaded: tuple[Any, Any, Any] | None = None
+
+    def _from_pretrained(self, local_only: bool) -> tuple[Any, Any]:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        return (AutoTokenizer.from_pretrained(self.model, local_files_only=local_only, padding_side="left"),
+                AutoModelForCausalLM.from_pretrained(self.model, local_files_only=local_only, use_safetensors=True))
+
+    def _load_error(self, exc: Exception) -> ConfigError:
+        return ConfigError(
+            f"cannot load the Hugging Face causal model {self.model!r} ({type(exc).__name__}: {exc}). The Hugging "
+            "Face hub is not reachable offline: give a local directory holding the model (saved with "
+            "save_pretrained, safetensors weights) or a name already in the local HF cache")
+
+    def _load(self) -> tuple[Any, Any, Any]:
+        if self._loaded is None:
+            import torch
+
+            tokenizer, model = load_local_first(self.model, self._from_pretrained, self._load_error)
+            if tokenizer.pad_token_id is None:  # most causal tokenizers have none: pad with the end token
+                tokenizer.pad_token = tokenizer.eos_token
+            tokenizer.truncation_side = "left"  # a long prompt loses its start, never the turn it is answered in
+            device = ("cuda" if torch.cuda.is_available() else "cpu") if self.device == "auto" else self.device
+            model.to(device).eval()
+            self._loaded = (tokenizer, model, device)
+        return self._loaded
+
+    def uses_chat_template(self) -> bool:
+        """Whether prompts go through the tokenizer's chat template (asked for, and the tokenizer has one)."""
+        return self.chat_template and bool(getattr(self._load()[0], "chat_template", None))
+
+    def formatted(self, prompt: str) -> str:
+        """The text the model reads for `prompt`: one user turn of its chat template, or the prompt itself."""
+        tokenizer = self._load()[0]
+        if self.uses_chat_template():
+            return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                 add_generation_prompt=True)
+        return prompt
+
+    def generate_batch(self, prompts: Sequence[str]) -> list[str]:
+        """One reply per prompt, in order, in batches of `batch_size`: the decoded tokens after each prompt."""
+        import torch
+
+        tokenizer, model, device = self._load()
+        out: list[str] = []
+        for start in range(0, len(prompts), self.batch_size):
+            batch = [self.formatted(p) for p in prompts[start:start + self.batch_size]]
+            enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True,
+                            max_length=self.max_input_tokens,
+                            add_special_tokens=not self.uses_chat_template()).to(device)  # a template has its own
+            with torch.no_grad():
+                ids = model.generate(**enc, do_sample=False, num_beams=1, max_new_tokens=self.max_new_tokens,
+                                     pad_token_id=tokenizer.pad_token_id)
+            replies = ids[:, enc["input_ids"].shape[1]:]
+            out.extend(t.strip() for t in tokenizer.batch_decode(replies, skip_special_tokens=True))
         return out
 
     def generate(self, prompt: str) -> str:

@@ -66,9 +66,9 @@ CORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # REV's, LAREV's and RORA's evaluators and their training
     ("methods", frozenset({"larev.methods"})),
     # what uses the rest: benchmark figures, human agreement, compare, the leaderboard, metric cards, the inbox
-    # ledger, the validity benchmark
+    # ledger, the validity benchmark, the rationale generators of `larev generate`
     ("applications", frozenset({"larev.bench", "larev.human", "larev.compare", "larev.leaderboard", "larev.cards",
-                                "larev.service", "larev.validity"})),
+                                "larev.service", "larev.validity", "larev.generate"})),
 )
 
 

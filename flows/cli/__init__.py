@@ -21,7 +21,7 @@ import sys
 EXIT_BAD_INPUT = 2
 
 #: commands that talk to a Prefect API (a temporary one is started when none is configured)
-_NEEDS_API = ("run", "score", "compare", "rescore", "bench", "ftc", "addtext", "service")
+_NEEDS_API = ("run", "score", "compare", "rescore", "bench", "ftc", "addtext", "service", "generate")
 
 
 def _quiet_logging() -> None:

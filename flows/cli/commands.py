@@ -48,6 +48,21 @@ def score(args) -> int:
     return 0
 
 
+def generate(args) -> int:
+    from flows.cli.output import print_steps
+    from flows.generate import generate_rationales
+
+    _wait_for_api(args)
+    started = time.perf_counter()
+    result = generate_rationales(args.params)
+    print(f"\nwrote {result['out']}: {result['rows']} rationales from {len(result['sources'])} generators "
+          f"({', '.join(result['sources'])}); provenance in {result['provenance']}")
+    print_steps(result["steps"], listed=getattr(args, "steps", False))
+    print(f"Finished in {time.perf_counter() - started:.0f} s. Score it: larev score --run RUN --rationales "
+          f"{result['out']} --name NAME")
+    return 0
+
+
 def compare(args) -> int:
     from flows.compare import compare_rationale_sources
 

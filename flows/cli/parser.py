@@ -91,11 +91,36 @@ WITH_RUN = [
     Option("--no-progress", "progress", const=False, help="no progress bars"),
 ]
 STRESS_COMMON = [*WITH_RUN, Option("--sources", "sources")]
+def generate_options() -> list[Option]:
+    """`generate`: a rationale file for a run's test split (or for the examples of `data`), one source per
+    generator."""
+    from larev.generate.config import DEFAULT_GENERATOR_SPECS
+
+    return [
+        Option("--run", "run"),
+        Option("--generators", "generators", default=",".join(DEFAULT_GENERATOR_SPECS)),
+        Option("--out", "out"),
+        Option("--task", "data.task", help="with --train/--test: the task, checked against the files"),
+        Option("--train", "data.train", help="instead of --run: training examples file (with --test)"),
+        Option("--test", "data.test", help="instead of --run: test examples file (with --train)"),
+        Option("--store", "artifact_root"),
+        Option("--device", "device"),
+        Option("--no-progress", "progress", const=False, help="no progress bars"),
+        Option("--refresh", "refresh", const=True),
+    ]
+
+
+def generate_assignments(items: list[Assignment]) -> list[Assignment]:
+    """`--train`/`--test` mean data.source=files (as for `larev run`)."""
+    if given(items, "data.source") is UNSET and any(a.path in ("data.train", "data.test") for a in items):
+        items = [Assignment("data.source", "files", "--train/--test"), *items]
+    return items
 
 
 @cache
 def commands() -> dict[str, Command]:
     """Each config-built command's parameter model and options (imported on first use: --help stays fast)."""
+    from flows.generate import GenerateParams
     from flows.metrics import METRICS
     from flows.pipeline import PipelineParams
     from flows.rescore import RescoreParams
@@ -119,6 +144,7 @@ def commands() -> dict[str, Command]:
             Option("--addtext", "addtext", const={}, help="also run the AddText stress test of every metric on "
                                                           "every source (the defaults of `larev addtext`)"),
             *SCALE_OUT]),
+        "generate": Command(GenerateParams, generate_options(), adjust=generate_assignments),
         "rescore": Command(RescoreParams, [
             Option("--run", "run"), Option("--inbox", "inbox"), Option("--settle-seconds", "settle_seconds"),
             Option("--column-map", "column_map"), *READING, Option("--device", "device"), *SCALE_OUT]),
@@ -252,6 +278,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "rationale, scored with every metric")
     _server_option(addtext)
     addtext.set_defaults(func=cmd.addtext)
+
+    generate = _config_command(sub, "generate", "generate",
+                               help="write a rationale file for a run's test split, one source per generator: "
+                                    "trained here (graded budgets, known defects), Gemini or a Hugging Face model")
+    _server_option(generate)
+    _steps_option(generate)
+    generate.set_defaults(func=cmd.generate)
 
     rescore = _config_command(sub, "rescore", "rescore",
                               help="score the new rationale files of an inbox (folder or s3://), once")

@@ -23,6 +23,8 @@ def check_inputs(args: argparse.Namespace) -> None:
             check_annotations(f"this {task.upper()} run", args.human, task)
     elif key == "score":
         score_inputs(args.params)
+    elif key == "generate":
+        generate_inputs(args.params)
     elif args.command == "bench" and getattr(args, "bench", None) == "human":
         human_inputs(args.run, args.annotations)
     elif args.command == "bench" and getattr(args, "bench", None) == "validity":
@@ -94,6 +96,16 @@ def score_inputs(params) -> None:
     check_rationale_file(store, examples, params.rationales, params.column_map or None,
                          shard_rows=params.scale_out.shard_rows if params.scale_out.enabled else 0,
                          reading=params.reading)
+
+
+def generate_inputs(params) -> None:
+    """`larev generate`: the run directory (its examples readable), or the data's example files."""
+    from larev.data.sources import load_data
+
+    if params.run is not None:
+        _run_examples(params.run)
+    elif params.data.source == "files":
+        load_data(params.data)
 
 
 def human_inputs(run_dir: str, annotations: list[str]) -> None:

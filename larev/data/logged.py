@@ -68,8 +68,8 @@ class RationaleReading(_Config):
         description="the source name of rows whose file names none; for an lm-evaluation-harness sample log, "
                     "instead of the task in its file name")
     think: Think = Field(
-        "strip", description="text between <think> and </think>: strip it and score the rest, score the trace "
-                             "instead, or both (the trace as SOURCE:think)")
+        "strip", description="a reasoning trace (the text inside think tags): strip it and score the rest, score "
+                             "the trace instead, or both (the trace as SOURCE:think)")
 
 
 # ---- formats ------------------------------------------------------------------------------------------------
