@@ -16,6 +16,7 @@ from larev.digests import file_digest
 from larev.data.logged import RationaleReading
 from larev.data.variants import VARIANTS
 from larev.errors import ConfigError
+from larev.generate.degradations import is_degraded
 from larev.leaderboard import entries as leaderboard_entries
 from larev.stress.ftc.config import FtcConfig
 from flows.metrics import METRICS
@@ -24,6 +25,7 @@ from storage.ref import ArtifactRef
 from tasks.metric import Run, run_signatures
 from tasks.runtime.runner import StepRunner
 from tasks.data import load_rationale_shards, load_rationales
+from tasks.degradations import add_degradations, degradation_report
 from tasks.export import export_run, read_run
 from tasks.leaderboard import now, update_leaderboard
 from tasks.reports import publish, publish_score_table, publish_stress, summarise_scores
@@ -64,6 +66,10 @@ class ScoreParams(BaseModel):
                                                             "empty: none")
     stress_sources: list[str] = Field(["*"], min_length=1, description="rationale sources FTC and AddText look "
                                                                        "at; '*' for every source")
+    degradations: bool = Field(False, description="also score each source's leaky, gold_leaky and vacuous "
+                                                  "degradations (sources SOURCE~leaky, ...) and report each source "
+                                                  "minus them with their SUM per metric (thesis table 5.8): "
+                                                  "results.json, degradations.png; four times the rows to score")
 
     @model_validator(mode="after")
     def _run_or_pack(self):
@@ -91,13 +97,23 @@ class ScoreParams(BaseModel):
                              "apart with `larev ftc` / `larev addtext` on a sample of the file")
         return self
 
+    @model_validator(mode="after")
+    def _degradations_need_one_table(self):
+        if self.degradations and self.scale_out.enabled:
+            raise ValueError("degradations pair each source's rows with its degradations' over the whole table: drop "
+                             "scale_out.shard_rows, or score a sample of the file with degradations")
+        return self
+
 
 @flow(name="score-rationales", flow_run_name="score-{params.name}", log_prints=True)
 def score_rationales(params: ScoreParams) -> dict:
     """Validate a rationale file against the run's test examples and score it with every metric the run trained.
 
     Sources the run has RORA / RQ / LAS models for (the built-in variants' names) use them; any other source is
-    scored with the models trained on the gold rationales."""
+    scored with the models trained on the gold rationales. With `degradations`, each source's leaky, gold_leaky and
+    vacuous degradations are scored beside it (the gold rationale's models too) and the table of each source minus
+    them (thesis table 5.8) goes to report.md, results.json and degradations.png; they are not leaderboard
+    entries, and FTC and AddText look at the file's own sources only."""
     from flows.cli.preflight import flow_input_check, score_inputs
 
     if (failed := flow_input_check(score_inputs, params)) is not None:
@@ -118,22 +134,29 @@ def score_rationales(params: ScoreParams) -> dict:
         else:
             rationales = steps.run(load_rationales, params.rationales, digest, refs["examples"], column_map,
                                    params.reading)
-        scores = score_all(trained, refs, rationales)
+        scored = (steps.run(add_degradations, rationales, refs["examples"], refs["baselines"],
+                            trained.baseline_config) if params.degradations else rationales)
+        scores = score_all(trained, refs, scored)
         stress = stress_steps(trained, refs, rationales, ftc=params.ftc, addtext=params.addtext,
                               sources=tuple(params.stress_sources), title=Path(params.rationales).name)
-        report = steps.run(summarise_scores, scores, f"larev scores of {Path(params.rationales).name}", None,
+        table = steps.run(degradation_report, scores) if params.degradations else {}
+        report = steps.run(summarise_scores, scores, f"larev scores of {Path(params.rationales).name}",
+                           [table["degradation_section"]] if table else None,
                            scoring_signatures(run, refs, params.score))
     publish(store, report["report"], name=params.name)
     publish_score_table(store, report["summary"], params.name)
     if stress:
         publish_stress(store, stress, name=params.name)
-    inputs = {"rationales": rationales} if isinstance(rationales, ArtifactRef) else {}  # shards: in the store
-    out = export_run(store, str(Path(run_dir) / params.name), {**inputs, **report, **stress},
+    inputs = {"rationales": scored} if isinstance(scored, ArtifactRef) else {}  # shards: in the store
+    out = export_run(store, str(Path(run_dir) / params.name), {**inputs, **report, **stress, **table},
                      params.model_dump(mode="json"))
     moved = []
     if params.leaderboard:
         with store.local_copy(report["scores"].key) as scores_file:  # read lazily: a sharded file stays streamed
-            rows = leaderboard_entries(pl.scan_parquet(scores_file), store.read_parquet(report["summary"].key),
+            # a source's degradations are probes, as the run's own variants are: not entries of their own
+            own = ~is_degraded(pl.col("source")) if params.degradations else pl.lit(True)
+            rows = leaderboard_entries(pl.scan_parquet(scores_file).filter(own),
+                                       store.read_parquet(report["summary"].key).filter(own),
                                        origin=params.origin, output=params.name, file=Path(params.rationales).name,
                                        scored_at=now())
         moved = update_leaderboard(store, run, run_dir, rows)

@@ -86,7 +86,8 @@ def export_run(store: ArtifactStore, run_dir: str, refs: dict[str, ArtifactRef],
     names = {"scores": "scores.parquet", "summary": "summary.parquet", "report": "report.md",
              "plot": "separations.png", "ftc": "ftc.parquet", "ftc_summary": "ftc.json",
              "addtext_shift": "addtext_shift.parquet", "addtext_report": "addtext.md", "addtext_plot": "addtext.png",
-             "addtext_scores": "addtext_scores.parquet"}
+             "addtext_scores": "addtext_scores.parquet", "degradation_results": "results.json",
+             "degradation_plot": "degradations.png"}
     for name, filename in names.items():
         if name in refs:
             tmp = out / f".{filename}.tmp"

@@ -45,6 +45,11 @@ def score(args) -> int:
         print_ftc(out / "ftc.json")
     if params.addtext is not None and (out / "addtext.md").exists():
         print("\n" + (out / "addtext.md").read_text())
+    if params.degradations and (out / "results.json").exists():
+        from larev.generate.separations import sum_lines
+
+        print("\n" + "\n".join(sum_lines(json.loads((out / "results.json").read_text()))))
+        print(f"Each figure with its interval: report.md, results.json and degradations.png in {out}")
     return 0
 
 

@@ -31,6 +31,9 @@ def source_lines(summary, most: int = 8) -> list[str]:
     most `most` sources, and how to rank them against the run's own."""
     import polars as pl
 
+    from larev.generate.degradations import is_degraded
+
+    summary = summary.filter(~is_degraded(pl.col("source")))  # a source's degradations: its table 5.8 lines
     wide = summary.pivot(on="metric", index="source", values="score").sort("source")
     metrics = [c for c in wide.columns if c != "source"]
     width = max([len(m) for m in metrics] + [7]) + 1

@@ -143,6 +143,7 @@ def commands() -> dict[str, Command]:
                                                   "defaults of `larev ftc`)"),
             Option("--addtext", "addtext", const={}, help="also run the AddText stress test of every metric on "
                                                           "every source (the defaults of `larev addtext`)"),
+            Option("--degradations", "degradations", const=True),
             *SCALE_OUT]),
         "generate": Command(GenerateParams, generate_options(), adjust=generate_assignments),
         "rescore": Command(RescoreParams, [

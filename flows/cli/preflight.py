@@ -84,7 +84,7 @@ def _run_examples(run_dir: str):
 
 def score_inputs(params) -> None:
     """`larev score`: the run directory and the rationale file against the run's test split (a shard at a time
-    when sharded, as the flow reads it)."""
+    when sharded, as the flow reads it); with degradations, its source names."""
     from tasks.data import check_rationale_file
 
     store, examples = _run_examples(params.run_dir())
@@ -96,6 +96,12 @@ def score_inputs(params) -> None:
     check_rationale_file(store, examples, params.rationales, params.column_map or None,
                          shard_rows=params.scale_out.shard_rows if params.scale_out.enabled else 0,
                          reading=params.reading)
+    if params.degradations:  # a source named like a degradation (SOURCE~leaky) would be read as one
+        from larev.data.files import read_rationale_rows
+        from larev.generate.degradations import check_source_names
+
+        rows = read_rationale_rows(params.rationales, column_map=params.column_map or None, reading=params.reading)
+        check_source_names(rows["source"].drop_nulls().unique().to_list(), file=params.rationales)
 
 
 def generate_inputs(params) -> None:
