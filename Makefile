@@ -91,7 +91,7 @@ bench-backbone: install-minilm
 bench-speed: install
 	$(BIN)/larev bench speed --out bench/speed --esnli-results bench/esnli/results.json
 
-## the CPU reference of the GPU check (docs/benchmarks.md, "The CUDA path"): the pure core, no Prefect, on e-SNLI's
+## the CPU reference of the GPU check (docs/results.md, "What a run costs"): the pure core, no Prefect, on e-SNLI's
 ## default slice (train :2000, test 8000:8500), fp32, seed 0, each step timed; bench/gpu/cpu, which
 ## `python -m larev.bench.gpu compare bench/gpu/cpu --gpu DIR --fixed FIXED` reads beside the GPU's runs
 bench-gpu-reference: install

@@ -354,3 +354,16 @@ def test_the_docs_page_shows_the_committed_results_table():
     page = (REPO / "docs" / "validity.md").read_text()
     assert headline_table(results) in page
     assert results["protocol"][:12] in page and results["split"] == "tune"
+
+
+def test_the_results_page_opens_with_the_committed_metric_headline():
+    """docs/results.md's first section is the committed validity results' metric headline, signatures included."""
+    import json
+
+    from larev.validity.report import metric_headline
+
+    results = json.loads((REPO / "docs" / "validity" / "nli-tune.json").read_text())
+    page = (REPO / "docs" / "results.md").read_text()
+    assert page.index("## Headline") == page.index("## ")  # the first section
+    assert metric_headline(results) in page
+    assert not results.get("partial") and len(results["seeds"]) >= 5

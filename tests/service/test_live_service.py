@@ -97,6 +97,10 @@ def test_a_short_schedule_fires_and_the_worker_scores_the_inbox(live_service, re
     ids = _scores(reference_run["run_dir"])["id"].unique().sort().to_list()[:5]
     pl.DataFrame({"id": ids, "source": "model-x", "rationale": "model x explains it"}).write_ndjson(
         inbox / "model-x.jsonl")
+    # a generator's output as lm-evaluation-harness logs it, with a reasoning trace the inbox strips
+    log = [{"doc_id": n, "doc": {"id": i}, "resps": [[f"<think>step {n}</think> a generated reason {n}"]],
+            "filtered_resps": ["x"], "target": ""} for n, i in enumerate(ids[:4])]
+    (inbox / "samples_gen-y_2026-11-28T10-00-00.jsonl").write_text("\n".join(json.dumps(r) for r in log) + "\n")
     with live_service.client() as client:
         deployment = client.read_deployment_by_name("rescore-inbox/rescore-inbox")
         started = time.monotonic()
@@ -123,6 +127,17 @@ def test_a_short_schedule_fires_and_the_worker_scores_the_inbox(live_service, re
     assert scored, "the scheduled run wrote no scores for the inbox file"
     summary = pl.read_parquet(reference_run["run_dir"] / scored[0] / "summary.parquet")
     assert summary["source"].to_list() == ["model-x"] and summary["n"].to_list() == [5]
+    deadline = time.monotonic() + 120  # the generated log may land in the next scheduled run
+    while time.monotonic() < deadline:
+        board = pl.read_parquet(reference_run["run_dir"] / "leaderboard.parquet")
+        if "gen-y" in board["source"].to_list():
+            break
+        time.sleep(3)
+    generated = board.filter(pl.col("source") == "gen-y")
+    assert generated.height == 1 and generated["n"].to_list() == [4], "the generated log is not on the leaderboard"
+    gold = board.filter(pl.col("source") == "gold")["signature"].to_list()
+    assert generated["signature"].to_list() == gold and gold[0].startswith("metric:rev.v1|")
+    assert "model-x" in board["source"].to_list()
     print(f"schedule created -> scheduled run completed: {seconds:.1f} s")
 
 
