@@ -143,8 +143,9 @@ class Novelty(Metric):
 
 # ---- 3. the registry entry ------------------------------------------------------------------------------------------
 
-REGISTRY_LINE = "METRICS: list[Metric] = [Rev(), LeakageAware(), LarevVsEmpty(), Rora(), Accuracy()]"
-REGISTERED = "METRICS: list[Metric] = [Rev(), LeakageAware(), LarevVsEmpty(), Rora(), Accuracy(), Novelty()]"
+REGISTRY_LINE = "METRICS: list[Metric] = [Rev(), LeakageAware(), LarevVsEmpty(), ROnly(), Rora(), Accuracy()]"
+REGISTERED = ("METRICS: list[Metric] = [Rev(), LeakageAware(), LarevVsEmpty(), ROnly(), Rora(), Accuracy(), "
+              "Novelty()]")
 IMPORT = "from tasks.rora import Rora\n"
 
 # What the child process runs in the copy: --help, the UI form's schema, a run with the switch, a score of a new

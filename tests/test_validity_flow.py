@@ -74,8 +74,8 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
     root, protocol, result = report_run
     results = json.loads((root / "out" / "results.json").read_text())
     assert results["protocol"] == protocol_digest(protocol) and results["split"] == "report"
-    assert results["seeds"] == [0, 1] and results["partial"] is True  # two metrics of six, settings overridden
-    trained = {"rev", "larev", "larev_no_irm", "larev_no_probe", "control_erm_envs", "control_phi", "control_r_only"}
+    assert results["seeds"] == [0, 1] and results["partial"] is True  # two metrics of seven, settings overridden
+    trained = {"rev", "larev", "larev_no_irm", "larev_no_probe", "control_erm_envs", "control_phi"}
     assert trained | {"length", "gpt3_nll"} == set(results["scorers"])
     built = [k for k, n in results["perturbations_skipped"].items() if n < 20]
     assert "explanation_2" in built and "explanation_3" not in built  # the file has no third explanation
