@@ -30,8 +30,6 @@ from larev.schema import validate_rationales
 from tests.fake_gemini import KEY, gemini  # noqa: F401  (the loopback Gemini fixture)
 from tests.helpers import tiny_evaluator
 
-torch.set_num_threads(1)
-
 REPO = Path(__file__).resolve().parents[1]
 
 # thesis appendix C.1's e-SNLI example; a CoS-E-like question
