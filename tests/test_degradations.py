@@ -188,7 +188,8 @@ def test_the_score_flow_scores_each_source_against_its_degradations(tmp_path, ca
     from larev.leaderboard import entry_name
     from tests.test_flows import tiny_params
 
-    run = larev_pipeline(tiny_params(tmp_path, larev={"enabled": False}, rora={"enabled": False}))
+    run = larev_pipeline(tiny_params(tmp_path, larev={"enabled": False}, rora={"enabled": False},
+                                     run_name="tiny-degradations"))
     test = pl.read_parquet(run["refs"]["examples"].uri).filter(pl.col("split") == "test")
     sources = pl.concat([test.select("id", pl.lit(s).alias("source"), "rationale", "label") for s in ("m1", "m2")])
     path = tmp_path / "two.jsonl"
@@ -198,7 +199,7 @@ def test_the_score_flow_scores_each_source_against_its_degradations(tmp_path, ca
                  "--no-progress", "--server", "auto"]) == 0
     printed = capsys.readouterr().out
     assert "SUM (thesis table 5.8)" in printed and "m1~" not in printed
-    out = tmp_path / "runs" / "tiny" / "two"
+    out = tmp_path / "runs" / "tiny-degradations" / "two"
     scores = pl.read_parquet(out / "scores.parquet")
     named = {degraded_name(s, d) for s in ("m1", "m2") for d in DEGRADATIONS}
     assert set(scores["source"]) == {"m1", "m2", *named} and scores.height == 8 * test.height
@@ -212,7 +213,8 @@ def test_the_score_flow_scores_each_source_against_its_degradations(tmp_path, ca
     assert m1 == results["table_5_8"]["rev"]["m2"]  # the same rationales, the same figures
     assert "(thesis table 5.8)" in (out / "report.md").read_text()
     assert (out / "degradations.png").read_bytes()[:4] == b"\x89PNG"
-    board = pl.read_parquet(tmp_path / "runs" / "tiny" / "leaderboard.parquet").filter(pl.col("origin") == "score")
+    board = pl.read_parquet(tmp_path / "runs" / "tiny-degradations" / "leaderboard.parquet").filter(
+        pl.col("origin") == "score")
     assert set(board["entry"]) == {entry_name("two", s, 2) for s in ("m1", "m2")} == {"two:m1", "two:m2"}
 
     bad = tmp_path / "bad.jsonl"
