@@ -355,13 +355,13 @@ class HFCausalGenerator:
 
     def _load(self) -> tuple[Any, Any, Any]:
         if self._loaded is None:
-            import torch
+            from larev.device import resolve_device
 
             tokenizer, model = load_local_first(self.model, self._from_pretrained, self._load_error)
             if tokenizer.pad_token_id is None:  # most causal tokenizers have none: pad with the end token
                 tokenizer.pad_token = tokenizer.eos_token
             tokenizer.truncation_side = "left"  # a long prompt loses its start, never the turn it is answered in
-            device = ("cuda" if torch.cuda.is_available() else "cpu") if self.device == "auto" else self.device
+            device = resolve_device(self.device)
             model.to(device).eval()
             self._loaded = (tokenizer, model, device)
         return self._loaded
