@@ -3,7 +3,9 @@ file (protocols/validity.yaml) fixes them: human judgements (each file's half of
 gold rationale, and the built-in variants.
 
 Per seed, a pipeline run trains every scorer on the protocol's train rows and scores the split's test rows with
-their perturbations (a rationale file), then scores each human file's half with the same evaluators. The scores go
+their perturbations (a rationale file), then scores each human file's half with the same evaluators. Where the
+task names generators of known quality, `larev generate` writes their rationales for the split's rows once, before
+the first seed (trained on the train rows with their own seeds), and they join the rationale file. The scores go
 to OUT/seed-<k>/; larev/validity/evidence.py turns them into results.json, results.md and results.png. A run on
 the report split appends its line to the ledger. Every step is cached: a rerun reads what it already computed.
 """
@@ -55,10 +57,10 @@ class ValidityParams(BaseModel):
     progress: bool = Field(True, description="progress bars on long steps")
 
 
-def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, perturbations: str, test_rows: str):
+def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, rationales: str, test_rows: str):
     """The pipeline parameters of one seed: the protocol's data, backbone and task settings, its scorers switched on
-    (metrics, LAREV's controls and ablations), the perturbations scored as a rationale file, the caller's overrides,
-    every seed moved by `seed`."""
+    (metrics, LAREV's controls and ablations), the perturbations (and generated rationales) as the rationale file
+    it scores, the caller's overrides, every seed moved by `seed`."""
     from flows.cli.options import Assignment, _assign, field_at
     from flows.metrics import with_metrics
     from flows.pipeline import PipelineParams
@@ -68,7 +70,7 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, pertu
     metrics = params.metrics or protocol.scorers.metrics
     tree = PipelineParams(
         run_name=f"validity-{params.task}-{params.split}-seed{seed}", artifact_root=params.artifact_root,
-        run_dir=params.run_dir, rationales=perturbations, progress=params.progress,
+        run_dir=params.run_dir, rationales=rationales, progress=params.progress,
         data={"source": "files", "task": params.task, "train": task.data, "test": task.data,
               "train_rows": task.train_rows, "test_rows": test_rows},
         model={"backbone": protocol.backbone}, train={"device": params.device}).model_dump(mode="json")
@@ -96,6 +98,23 @@ def split_rows(protocol: Protocol, params: ValidityParams) -> str:
 def test_examples(protocol: Protocol, params: ValidityParams, rows: str) -> pl.DataFrame:
     data = read_table(protocol.tasks[params.task].data)
     return data[parse_slice(rows)]
+
+
+def generated_rationales(protocol: Protocol, params: ValidityParams, rows: str, out: Path) -> pl.DataFrame:
+    """The task's generators' rationales for the split's rows (id, source, rationale, label; source = the
+    generator's name), by `larev generate` on the protocol's data (cached steps; written to OUT/generated.parquet).
+    The generators are embedded T5s whatever the scorers' backbone."""
+    from flows.generate import GenerateParams, generate_rationales
+
+    task = protocol.tasks[params.task]
+    result = generate_rationales(GenerateParams(
+        data={"source": "files", "task": params.task, "train": task.data, "test": task.data,
+              "train_rows": task.train_rows, "test_rows": rows},
+        artifact_root=params.artifact_root, generators=task.generator_configs(),
+        out=str(out / "generated.parquet"), device=params.device, progress=params.progress))
+    if not isinstance(result, dict) or "out" not in result:
+        raise RuntimeError(f"generating the protocol's rationales failed: {result}")
+    return read_table(result["out"]).select("id", "source", "rationale", "label")
 
 
 def _commit() -> str | None:
@@ -138,8 +157,14 @@ def validity_benchmark(params: ValidityParams) -> dict:
               flush=True)
     # one set of perturbations for every training seed (their draws: seed 0 and each instance's id)
     perturbed = perturbations(test_examples(protocol, params, rows), params.task, seed=0)
-    perturb_file = out / "perturbations.parquet"
-    perturbed.rows.write_parquet(perturb_file)
+    perturbed.rows.write_parquet(out / "perturbations.parquet")
+    scored = perturbed.rows
+    if protocol.tasks[params.task].generators:
+        generating = time.perf_counter()
+        scored = pl.concat([scored, generated_rationales(protocol, params, rows, out)], how="diagonal_relaxed")
+        seconds["generators"] = time.perf_counter() - generating
+    rationale_file = out / "rationales.parquet"  # what every seed's run scores beside the split's own variants
+    scored.write_parquet(rationale_file)
     halves = {}
     for path in files:
         half = out / "human" / f"{Path(path).stem}-{params.split}.parquet"
@@ -147,13 +172,13 @@ def validity_benchmark(params: ValidityParams) -> dict:
         human_half(read_table(path), params.split).write_parquet(half)
         halves[Path(path).stem] = str(half)
     annotations = {name: read_annotations(path) for name, path in halves.items()}
-    seconds["inputs"] = time.perf_counter() - started
+    seconds["inputs"] = time.perf_counter() - started - seconds.get("generators", 0.0)
     seeds = params.seeds or protocol.seeds
     per_seed: dict[int, dict] = {}
     for n, seed in enumerate(seeds, 1):
         print(f"seed {seed} ({n} of {len(seeds)})", flush=True)
         started = time.perf_counter()
-        result = larev_pipeline(pipeline_params(protocol, params, seed, str(perturb_file), rows))
+        result = larev_pipeline(pipeline_params(protocol, params, seed, str(rationale_file), rows))
         seconds[f"seed-{seed}-pipeline"] = time.perf_counter() - started
         run = read_run(result["run_dir"])
         refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}

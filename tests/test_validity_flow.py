@@ -25,6 +25,10 @@ TINY_SETTINGS = {"model.d_model": 16, "model.d_ff": 32, "model.num_layers": 1, "
                  "larev.la_min_steps": 0}
 
 
+# generators of known quality: a tiny trained one (two epochs) above two known defects (no order between them)
+GENERATORS = [{"kind": "embedded", "name": "tiny-t5", "train": {"epochs": 2}}, ["hypothesis-copy", "label-only"]]
+
+
 def _files(root: Path) -> tuple[Path, Path]:
     """An NLI examples file (train rows, then the test rows; a second explanation on every row) and an
     acceptability file on 24 new instances, two candidates each, three annotators."""
@@ -51,7 +55,8 @@ def _protocol(root: Path, data: Path, human: Path) -> Path:
     raw = yaml.safe_load((REPO / "protocols" / "validity.yaml").read_text())
     raw["seeds"], raw["bootstrap"] = [0, 1], 50
     raw["tasks"] = {"nli": {"data": str(data), "train_rows": ":75", "splits": {"tune": "75:95", "report": "95:115"},
-                            "human": [str(human)]}}
+                            "human": [str(human)], "generators": GENERATORS}}
+    raw["criteria"].setdefault("generator_order", {"direction": "above", "threshold": 0.0, "judge": "low"})
     path = root / "validity.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -83,7 +88,7 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
     expected |= {f"{head}/{kind}" for kind in built for head in ("perturb", "perturb_order")}
     expected |= {f"{head}/{name}" for name in ("leaky", "vacuous", "borrowed", "empty")
                  for head in ("variant", "variant_order")}
-    expected |= {"perturb_corr/explanation_2", "variant_corr/gold_leaky"}
+    expected |= {"perturb_corr/explanation_2", "variant_corr/gold_leaky", "generator_order"}
     for scorer in trained:
         cells = results["scorers"][scorer]
         assert expected <= set(cells), (scorer, expected - set(cells))
@@ -94,10 +99,19 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
     rev = results["scorers"]["rev"]["pairwise/tiny_acceptability"]
     assert rev["value"] == pytest.approx(np.mean(rev["per_seed"])) and rev["low"] <= rev["value"] <= rev["high"]
     assert len(results["scorers"]["gpt3_nll"]) == 3  # GPT-3's NLL exists for the human file only
+    assert "generator_order" in results["scorers"]["length"]
+    assert results["generators"]["order"] == ["tiny-t5", "hypothesis-copy", "label-only"]
+    assert set(results["generators"]["mean_score"]) == trained | {"length"} and results["generators"]["tiers"] == [0, 1, 1]
+    generated = pl.read_parquet(root / "out" / "generated.parquet")
+    assert generated.group_by("source").len().sort("source")["len"].to_list() == [20, 20, 20]  # the split's rows
+    scored = pl.read_parquet(root / "out" / "rationales.parquet")["source"].unique().to_list()
+    assert {"tiny-t5", "label-only"} <= set(scored) and "perturb_shuffled" in scored
+    assert results["seconds"]["generators"] > 0
     for name in ("results.md", "results.png", "perturbations.parquet", "seed-0/scores.parquet",
                  "seed-1/human-tiny_acceptability.parquet"):
         assert (root / "out" / name).is_file()
-    assert "## Best scorer per criterion" in (root / "out" / "results.md").read_text()
+    page = (root / "out" / "results.md").read_text()
+    assert "## Best scorer per criterion" in page and "## d. Generators of known quality" in page
 
 
 def test_a_run_on_the_report_split_writes_its_ledger_line(report_run):

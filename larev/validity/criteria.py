@@ -13,6 +13,9 @@ computed on the resample written out row by row, so one pass over the rows sorte
                                scipy.stats.spearmanr
   ratio                        sum(w * numerator) / sum(w * denominator): a mean, a share, pairwise accuracy
 
+`kendall_tau_with_order` compares figures of k items (a scorer's mean score of each generator) with a known order
+of them, possibly partial: Kendall's tau over the pairs the order ranks.
+
 `combine_seeds` averages a figure over seeds drawn with replacement, one draw per resample, so the interval covers
 training variance and the sampling of instances together (protocols/validity.yaml, `bootstrap`).
 """
@@ -100,6 +103,25 @@ def ratio(numerator, denominator, weights=None) -> np.ndarray:
     w = _as_weights(weights, len(numerator))
     with np.errstate(invalid="ignore", divide="ignore"):
         return (w @ numerator) / (w @ denominator)
+
+
+def kendall_tau_with_order(values, tiers=None) -> np.ndarray:
+    """Kendall's tau of each row of `values` (rows x k: figures of k items) with their known order: over the pairs
+    the order ranks, (pairs the figures order the same way - pairs they order the other way) / those pairs; a tie in
+    the figures counts as neither. `tiers`: each item's place in the order (0 best; items sharing a place have no
+    known order between them, and their pairs are not counted); default: the items as listed, best first. With a
+    total order and no tied figures, scipy.stats.kendalltau's value. NaN where a row holds a NaN."""
+    values = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    k = values.shape[1]
+    tiers = np.arange(k) if tiers is None else np.asarray(tiers)
+    first, second = np.triu_indices(k, 1)
+    known = tiers[first] != tiers[second]
+    better, worse = np.where(tiers[first] < tiers[second], first, second)[known], \
+        np.where(tiers[first] < tiers[second], second, first)[known]
+    with np.errstate(invalid="ignore"):
+        agreement = np.sign(values[:, better] - values[:, worse])
+    tau = agreement.sum(axis=1) / max(len(better), 1)
+    return np.where(np.isnan(values).any(axis=1) | (len(better) == 0), np.nan, tau)
 
 
 def order_credit(first, second) -> np.ndarray:

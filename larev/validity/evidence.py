@@ -9,6 +9,9 @@
      perturb_order/<kind> (share of instances with gold above: 1/2 for a tie), and for a 'near' kind
      perturb_corr/<kind> (Spearman of gold's and its scores across instances)
   c. the built-in variants, the same three as variant/<name>, variant_order/<name>, variant_corr/<name>
+  d. generators of known quality (the protocol's tasks.<task>.generators, best first): generator_order, Kendall's
+     tau of the scorer's mean score of each generator's rationales with the known order, over the pairs it ranks
+     (on the instances every generator wrote a rationale for)
 
 Scorers: each metric a run scored (rev, larev, larev_vs_empty, r_only, rora, rq, las, larev_<ablation>, control_<name>),
 and the baselines: length (words: longer scores higher) and gpt3_nll (minus GPT-3's NLL; human files that have it).
@@ -28,10 +31,10 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from larev.human.agreement import pairwise_credits
 from larev.human.annotations import Annotations
-from larev.validity.criteria import (Draws, combine_seeds, interval, order_credit, ratio, weighted_auroc,
-                                     weighted_average_precision, weighted_spearman)
+from larev.validity.criteria import (Draws, combine_seeds, interval, kendall_tau_with_order, order_credit, ratio,
+                                     weighted_auroc, weighted_average_precision, weighted_spearman)
 from larev.validity.perturb import PREFIX
-from larev.validity.protocol import Protocol, is_met
+from larev.validity.protocol import GENERATOR_ORDER, Protocol, is_met
 
 SCORER_ORDER = ("rev", "larev", "larev_vs_empty", "r_only", "rora", "rq", "las", "larev_no_irm", "larev_no_probe",
                 "larev_erm_envs", "control_erm_envs", "control_phi", "control_r_only", "length", "gpt3_nll")
@@ -199,6 +202,45 @@ def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict
                   draws[key], n, trained_on=trained, context={"gold_sd": gold_sd.get(scorer)})
 
 
+def _generator_figures(c: _Collector, generators: list[str], tiers: list[int],
+                       by_source: dict[str, dict[str, list[pl.DataFrame]]], ids: list[str]) -> dict[str, dict[str, float]]:
+    """generator_order of every scorer that scored each generator's rationales: per seed, Kendall's tau of its
+    mean score per generator (over the instances every generator has a score for) with the known order (`tiers`:
+    each generator's place, 0 best); resamples reweight those instances. Returns each scorer's mean score per
+    generator, averaged over seeds (what the tau reads)."""
+    index = {k: i for i, k in enumerate(ids)}
+    n_seeds = max((len(v[g]) for v in by_source.values() for g in generators if g in v), default=1)
+    draws = Draws(GENERATOR_ORDER, len(ids), n_seeds, c.protocol.bootstrap)
+    means: dict[str, dict[str, float]] = {}
+    for scorer, sources in by_source.items():
+        if not all(g in sources for g in generators):
+            continue
+        points, samples, seed_means, n = [], [], [], 0
+        for frames in zip(*(sources[g] for g in generators), strict=False):
+            matrix = np.full((len(ids), len(generators)), np.nan)
+            for j, frame in enumerate(frames):
+                known = frame.filter(pl.col("id").is_in(list(index)))
+                matrix[[index[k] for k in known["id"].to_list()], j] = known["score"].cast(pl.Float64).to_numpy()
+            complete = np.isfinite(matrix).all(axis=1)  # a missing score leaves its instance out, not 0
+            n = max(n, int(complete.sum()))
+            if not complete.any():
+                points.append(None)
+                continue
+            own = matrix[complete].mean(axis=0)
+            seed_means.append(own)
+            points.append(float(kendall_tau_with_order(own, tiers)[0]))
+            if draws.n_boot:
+                w = draws.instances[:, complete]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    resampled = (w @ matrix[complete]) / w.sum(axis=1, keepdims=True)
+                samples.append(kendall_tau_with_order(resampled, tiers))
+        if not seed_means:
+            continue
+        c.add(scorer, GENERATOR_ORDER, points, np.array(samples) if samples else np.zeros((1, 0)), draws, n)
+        means[scorer] = {g: float(v) for g, v in zip(generators, np.mean(seed_means, axis=0))}
+    return means
+
+
 def _length_frames(texts: pl.DataFrame) -> list[pl.DataFrame]:
     """The length baseline's scores (words in the rationale) of id, source, rationale rows: one seedless frame."""
     return [texts.select("id", "source", score=pl.col("rationale").fill_null("").str.split(" ")
@@ -229,13 +271,18 @@ def evaluate(protocol: Protocol, task: str, per_seed: dict[int, SeedScores], ann
             if not other:
                 continue
             _pair_figures(c, head, kind, expected, gold, other, gold_ids, gold_sd)
+    known = protocol.tasks.get(task)
+    generators = [g.name for g in known.generator_configs()] if known else []
+    tiers = known.generator_tiers() if known else []
+    generator_means = _generator_figures(c, generators, tiers, by_source, gold_ids) if generators else {}
     # a: human judgements
     for name, ann in annotations.items():
         frames = _scorer_frames(per_seed, lambda s, name=name: s.human.get(name))
         _human_figures(c, name, ann, frames)
         n[f"human/{name}"] = ann.judgements["id"].n_unique()
     scorers = {m: c.cells[m] for m in _order(c.cells)}
-    return {"scorers": scorers, "best": best_by_criterion(c), "versus": versus(c), "n": n,
+    extra = {"generators": {"order": generators, "tiers": tiers, "mean_score": generator_means}} if generators else {}
+    return {"scorers": scorers, "best": best_by_criterion(c), "versus": versus(c), "n": n, **extra,
             "gold_sd": {m: v for m, v in gold_sd.items() if v is not None},
             "context": {k: v for k, v in c.context.items() if v}}
 

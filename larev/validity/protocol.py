@@ -19,6 +19,8 @@ EXPECTED = ("below", "near")
 # criteria whose figure is read against a threshold, by the part of a name before '/'
 HUMAN_CRITERIA = ("acceptability_auroc", "acceptability_ap", "pairwise", "spearman_new_info", "spearman_supports")
 PERTURB_CRITERIA = ("perturb_below", "perturb_near", "perturb_order", "perturb_corr")
+# Kendall's tau of a scorer's ranking of the task's generators with their known order (tasks.<task>.generators)
+GENERATOR_ORDER = "generator_order"
 
 
 class _Strict(BaseModel):
@@ -31,13 +33,42 @@ class TaskData(_Strict):
     splits: dict[Literal["tune", "report"], str]  # split -> row slice of the same file
     human: list[str] = Field(default_factory=list)  # annotation files of this task
     settings: dict[str, Any] = Field(default_factory=dict)  # pipeline settings by dotted path, for this task's runs
+    # rationale generators (`larev generate` specs or configs) in their known order of quality, best first; an entry
+    # that is a list is a tier of generators with no known order among them. Trained once (their own seeds, not the
+    # run's), they write rationales for the split's rows, which every seed scores.
+    generators: list[str | dict[str, Any] | list[str | dict[str, Any]]] = Field(default_factory=list)
 
-    @field_validator("splits")
+    @field_validator("generators")
     @classmethod
-    def _both(cls, splits: dict) -> dict:
-        if set(splits) != set(SPLITS):
-            raise ValueError(f"splits must name both {SPLITS}, got {sorted(splits)}")
-        return splits
+    def _generators(cls, generators: list) -> list:
+        if generators:
+            from larev.generate.config import generator_configs
+
+            flat = [g for entry in generators for g in (entry if isinstance(entry, list) else [entry])]
+            if any(isinstance(entry, list) and not entry for entry in generators):
+                raise ValueError("an empty tier of generators")
+            try:
+                generator_configs(flat)
+            except ConfigError as error:
+                raise ValueError(str(error)) from None
+            if len(flat) < 3 or len(generators) < 2:
+                raise ValueError(f"{len(flat)} generator(s) in {len(generators)} tier(s): an order needs at least "
+                                 "3 generators in at least 2 tiers to be tested")
+        return generators
+
+    def generator_configs(self) -> list:
+        """The generators' validated configs, best first (a tier's in the order listed); none when none named."""
+        from larev.generate.config import generator_configs
+
+        return generator_configs([g for _, g in self._tiered()]) if self.generators else []
+
+    def generator_tiers(self) -> list[int]:
+        """Each generator's place in the known order (0: best), in `generator_configs`' order."""
+        return [tier for tier, _ in self._tiered()]
+
+    def _tiered(self) -> list[tuple[int, Any]]:
+        return [(tier, g) for tier, entry in enumerate(self.generators)
+                for g in (entry if isinstance(entry, list) else [entry])]
 
 
 class Scorers(_Strict):
@@ -84,17 +115,20 @@ class Protocol(_Strict):
 
     @model_validator(mode="after")
     def _every_criterion(self):
-        missing = [c for c in (*HUMAN_CRITERIA, *PERTURB_CRITERIA) if c not in self.criteria]
+        needed = (*HUMAN_CRITERIA, *PERTURB_CRITERIA,
+                  *((GENERATOR_ORDER,) if any(t.generators for t in self.tasks.values()) else ()))
+        missing = [c for c in needed if c not in self.criteria]
         if missing:
             raise ValueError(f"criteria {missing} are not stated (each needs direction, threshold and judge)")
         return self
 
     def criterion(self, name: str) -> Criterion | None:
-        """The criterion a results.json figure `name` ('acceptability_auroc/<file>', 'perturb/<kind>', ...) is
+        """The criterion a results.json figure `name` ('acceptability_auroc/<file>', 'perturb/<kind>',
+    'generator_order', ...) is
         judged by; None for a figure with no threshold (the order share of a 'near' kind)."""
         head, _, kind = name.partition("/")
-        if head in HUMAN_CRITERIA:
-            return self.criteria[head]
+        if head in HUMAN_CRITERIA or head == GENERATOR_ORDER:
+            return self.criteria.get(head)
         expected = self.perturbations.get(kind) if head.startswith("perturb") else self.variants.get(kind)
         if expected is None:
             return None

@@ -15,7 +15,7 @@ import polars as pl
 
 from larev.reports import markdown_table, png_bytes
 from larev.signature import signature_difference
-from larev.validity.protocol import HUMAN_CRITERIA
+from larev.validity.protocol import GENERATOR_ORDER, HUMAN_CRITERIA
 
 MARKS = {True: " ✓", False: " ✗", None: ""}
 METRICS_FIRST_CLASS = ("rev", "larev", "larev_vs_empty", "r_only", "rora", "rq", "las")
@@ -88,6 +88,8 @@ def headline_table(results: dict) -> str:
         for label, heads in EVIDENCE_HEADS.items():
             met, judged = met_in(cells, heads)
             row[f"{label} met"] = f"{met} of {judged}" if judged else ""
+        if _criteria(results, GENERATOR_ORDER):
+            row["generator order (tau)"] = cell_text(cells.get(GENERATOR_ORDER))
         met, judged, _ = met_counts(results)[scorer]
         row["all met"] = f"{met} of {judged}"
         rows.append(row)
@@ -116,6 +118,8 @@ def metric_headline(results: dict) -> str:
         row = {"metric": f"`{metric}`", "signature (first seed)": f"`{signature}`" if signature else ""}
         row |= {c.replace("acceptability_", "").replace("/", " "): cell_text(cells.get(c)) for c in aurocs}
         row |= {f"gold above {c.split('/')[1]}": cell_text(cells.get(c)) for c in HEADLINE_ORDERS}
+        if _criteria(results, GENERATOR_ORDER):
+            row["generator order (tau)"] = cell_text(cells.get(GENERATOR_ORDER))
         met, judged, _ = counts[metric]
         row["thresholds met"] = f"{met} of {judged}"
         rows.append(row)
@@ -257,6 +261,7 @@ def results_markdown(results: dict) -> str:
     for title, criteria in parts:
         if criteria:
             lines += [f"## {title}", "", criteria_table(results, criteria), ""]
+    lines += generator_lines(results)
     if results.get("perturbations_skipped"):
         skipped = {k: v for k, v in results["perturbations_skipped"].items() if v}
         if skipped:
@@ -273,6 +278,27 @@ def results_markdown(results: dict) -> str:
     if results.get("seconds"):
         lines += ["## Time", "", *(f"- {k}: {v:.0f} s" for k, v in results["seconds"].items()), ""]
     return "\n".join(lines)
+
+
+def generator_lines(results: dict) -> list[str]:
+    """Section d: each scorer's Kendall tau with the generators' known order, and the mean score of each
+    generator's rationales it read (mean over seeds; own units), so a reader sees which pairs it inverts."""
+    generators = results.get("generators") or {}
+    order, means = generators.get("order") or [], generators.get("mean_score") or {}
+    if not order or not means:
+        return []
+    rows = [{"scorer": scorer, "tau": cell_text(results["scorers"].get(scorer, {}).get(GENERATOR_ORDER)),
+             **{g: _num(by_generator.get(g)) for g in order}} for scorer, by_generator in means.items()]
+    table = markdown_table(pl.DataFrame(rows, schema={"scorer": pl.String, "tau": pl.String,
+                                                      **{g: pl.String for g in order}}))
+    tiers = generators.get("tiers") or list(range(len(order)))
+    known = " > ".join("{" + ", ".join(f"`{g}`" for g, t in zip(order, tiers) if t == tier) + "}"
+                       if tiers.count(tier) > 1 else f"`{order[tiers.index(tier)]}`" for tier in sorted(set(tiers)))
+    return ["## d. Generators of known quality: Kendall's tau with the known order", "",
+            f"Known order, best first: {known} (no order is known inside braces). tau: over the pairs of generators "
+            "the known order ranks, (pairs the scorer's mean scores order the same way - pairs they order the other "
+            "way) / pairs (1: the known order; 0: unrelated; -1: reversed), with its interval over seeds and "
+            "instances; then each generator's mean score (mean over seeds, the scorer's own units).", "", table, ""]
 
 
 def results_plot(results: dict) -> bytes:
