@@ -56,7 +56,6 @@ def _protocol(root: Path, data: Path, human: Path) -> Path:
     raw["seeds"], raw["bootstrap"] = [0, 1], 50
     raw["tasks"] = {"nli": {"data": str(data), "train_rows": ":75", "splits": {"tune": "75:95", "report": "95:115"},
                             "human": [str(human)], "generators": GENERATORS}}
-    raw["criteria"].setdefault("generator_order", {"direction": "above", "threshold": 0.0, "judge": "low"})
     path = root / "validity.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path

@@ -73,7 +73,6 @@ def _protocol_with_generators(tmp_path: Path, generators: list) -> Path:
     raw = yaml.safe_load(PROTOCOL.read_text())
     raw["bootstrap"] = 200
     raw["tasks"]["nli"]["generators"] = generators
-    raw["criteria"].setdefault("generator_order", {"direction": "above", "threshold": 0.0, "judge": "low"})
     path = tmp_path / "validity.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -150,3 +149,47 @@ def test_the_protocol_checks_its_generators(tmp_path):
     (tmp_path / "no-criterion.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match="generator_order"):
         load_protocol(tmp_path / "no-criterion.yaml")
+
+
+def test_the_interval_covers_seeds_that_disagree(tmp_path):
+    """Seed 0 ranks the generators in the known order, seed 1 reverses it: the figure is their mean (0) and the
+    interval, which draws seeds too, reaches both."""
+    from larev.validity.evidence import evaluate
+
+    protocol = load_protocol(_protocol_with_generators(tmp_path, ["embedded:1", "embedded:1/2", "label-only"]))
+    right, reversed_ = _per_seed({"rev": [2.0, 1.0, 0.0]}), _per_seed({"rev": [0.0, 1.0, 2.0]})
+    cell = evaluate(protocol, "nli", {0: right[0], 1: reversed_[1]}, {})["scorers"]["rev"]["generator_order"]
+    assert cell["per_seed"] == [1.0, -1.0] and cell["value"] == 0.0
+    assert cell["low"] == -1.0 and cell["high"] == 1.0 and cell["met"] is False
+
+
+def test_a_seed_without_a_complete_instance_has_no_figure_and_the_others_still_count(tmp_path):
+    from larev.validity.evidence import evaluate
+
+    protocol = load_protocol(_protocol_with_generators(tmp_path, ["embedded:1", "embedded:1/2", "label-only"]))
+    per_seed = _per_seed({"rev": [2.0, 1.0, 0.0]})
+    per_seed[1].test = per_seed[1].test.filter(pl.col("source") != "label-only").vstack(
+        per_seed[1].test.filter(pl.col("source") == "label-only").with_columns(score=pl.lit(np.nan)))
+    cell = evaluate(protocol, "nli", per_seed, {})["scorers"]["rev"]["generator_order"]
+    assert cell["per_seed"] == [1.0, None] and cell["value"] == 1.0 and cell["low"] == 1.0
+
+
+def test_section_d_shows_the_known_order_with_its_tiers_and_each_scorers_means(tmp_path):
+    from larev.validity.evidence import evaluate
+    from larev.validity.report import generator_lines
+
+    protocol = load_protocol(_protocol_with_generators(tmp_path, ["embedded:1", ["embedded:1/2", "label-only"]]))
+    results = evaluate(protocol, "nli", _per_seed({"rev": [2.0, 1.0, 0.0]}), {})
+    page = "\n".join(generator_lines(results))
+    assert "`embedded-all` > {`embedded-1of2`, `label-only`}" in page
+    row = next(line for line in page.splitlines() if line.startswith("| rev"))
+    assert "1.000 [1.000, 1.000] ✓" in row and "2.0" in row
+    assert generator_lines({"scorers": {}}) == []  # results without generators: no section
+
+
+def test_a_protocol_without_both_splits_is_refused(tmp_path):
+    raw = yaml.safe_load(PROTOCOL.read_text())
+    raw["tasks"]["nli"]["splits"] = {"tune": "6000:8000"}
+    (tmp_path / "one-split.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="splits must name both"):
+        load_protocol(tmp_path / "one-split.yaml")

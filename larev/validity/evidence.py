@@ -204,27 +204,30 @@ def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict
 
 def _generator_figures(c: _Collector, generators: list[str], tiers: list[int],
                        by_source: dict[str, dict[str, list[pl.DataFrame]]], ids: list[str]) -> dict[str, dict[str, float]]:
-    """generator_order of every scorer that scored each generator's rationales: per seed, Kendall's tau of its
-    mean score per generator (over the instances every generator has a score for) with the known order (`tiers`:
-    each generator's place, 0 best); resamples reweight those instances. Returns each scorer's mean score per
-    generator, averaged over seeds (what the tau reads)."""
+    """generator_order of every scorer that scored each generator's rationales in every seed: per seed, Kendall's
+    tau of its mean score per generator (over the instances every generator has a score for) with the known order
+    (`tiers`: each generator's place, 0 best); resamples reweight those instances. The figure is the mean of the
+    seeds' taus. Returns each scorer's mean score per generator, averaged over seeds (shown beside the tau; the tau
+    of these averages can differ from the mean of the seeds' taus)."""
     index = {k: i for i, k in enumerate(ids)}
     n_seeds = max((len(v[g]) for v in by_source.values() for g in generators if g in v), default=1)
     draws = Draws(GENERATOR_ORDER, len(ids), n_seeds, c.protocol.bootstrap)
     means: dict[str, dict[str, float]] = {}
     for scorer, sources in by_source.items():
-        if not all(g in sources for g in generators):
+        # a scorer is judged on the seeds in which it scored every generator (a seed's frames go together)
+        if not all(g in sources for g in generators) or len({len(sources[g]) for g in generators}) != 1:
             continue
         points, samples, seed_means, n = [], [], [], 0
-        for frames in zip(*(sources[g] for g in generators), strict=False):
+        for frames in zip(*(sources[g] for g in generators), strict=True):
             matrix = np.full((len(ids), len(generators)), np.nan)
             for j, frame in enumerate(frames):
                 known = frame.filter(pl.col("id").is_in(list(index)))
                 matrix[[index[k] for k in known["id"].to_list()], j] = known["score"].cast(pl.Float64).to_numpy()
             complete = np.isfinite(matrix).all(axis=1)  # a missing score leaves its instance out, not 0
             n = max(n, int(complete.sum()))
-            if not complete.any():
+            if not complete.any():  # this seed has no figure; its place in the seed draws stays (NaN)
                 points.append(None)
+                samples.append(np.full(draws.n_boot, np.nan))
                 continue
             own = matrix[complete].mean(axis=0)
             seed_means.append(own)
@@ -236,7 +239,7 @@ def _generator_figures(c: _Collector, generators: list[str], tiers: list[int],
                 samples.append(kendall_tau_with_order(resampled, tiers))
         if not seed_means:
             continue
-        c.add(scorer, GENERATOR_ORDER, points, np.array(samples) if samples else np.zeros((1, 0)), draws, n)
+        c.add(scorer, GENERATOR_ORDER, points, np.array(samples) if draws.n_boot else np.zeros((1, 0)), draws, n)
         means[scorer] = {g: float(v) for g, v in zip(generators, np.mean(seed_means, axis=0))}
     return means
 

@@ -38,6 +38,13 @@ class TaskData(_Strict):
     # run's), they write rationales for the split's rows, which every seed scores.
     generators: list[str | dict[str, Any] | list[str | dict[str, Any]]] = Field(default_factory=list)
 
+    @field_validator("splits")
+    @classmethod
+    def _both(cls, splits: dict) -> dict:
+        if set(splits) != set(SPLITS):
+            raise ValueError(f"splits must name both {SPLITS}, got {sorted(splits)}")
+        return splits
+
     @field_validator("generators")
     @classmethod
     def _generators(cls, generators: list) -> list:
@@ -124,8 +131,8 @@ class Protocol(_Strict):
 
     def criterion(self, name: str) -> Criterion | None:
         """The criterion a results.json figure `name` ('acceptability_auroc/<file>', 'perturb/<kind>',
-    'generator_order', ...) is
-        judged by; None for a figure with no threshold (the order share of a 'near' kind)."""
+        'generator_order', ...) is judged by; None for a figure with no threshold (the order share of a 'near'
+        kind)."""
         head, _, kind = name.partition("/")
         if head in HUMAN_CRITERIA or head == GENERATOR_ORDER:
             return self.criteria.get(head)
