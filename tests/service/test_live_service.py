@@ -101,6 +101,10 @@ def test_a_short_schedule_fires_and_the_worker_scores_the_inbox(live_service, re
     log = [{"doc_id": n, "doc": {"id": i}, "resps": [[f"<think>step {n}</think> a generated reason {n}"]],
             "filtered_resps": ["x"], "target": ""} for n, i in enumerate(ids[:4])]
     (inbox / "samples_gen-y_2026-11-28T10-00-00.jsonl").write_text("\n".join(json.dumps(r) for r in log) + "\n")
+    # a file `larev generate` wrote for the run (its two rule-based known defects: no training), dropped as it is
+    live_service.run(str(BIN / "larev"), "generate", "--run", str(reference_run["run_dir"]), "--generators",
+                     "label-only,hypothesis-copy", "--out", str(inbox / "generated.jsonl"), "--no-progress",
+                     "--server", live_service.api_url)
     with live_service.client() as client:
         deployment = client.read_deployment_by_name("rescore-inbox/rescore-inbox")
         started = time.monotonic()
@@ -130,7 +134,7 @@ def test_a_short_schedule_fires_and_the_worker_scores_the_inbox(live_service, re
     deadline = time.monotonic() + 120  # the generated log may land in the next scheduled run
     while time.monotonic() < deadline:
         board = pl.read_parquet(reference_run["run_dir"] / "leaderboard.parquet")
-        if "gen-y" in board["source"].to_list():
+        if {"gen-y", "label-only", "hypothesis-copy"} <= set(board["source"].to_list()):
             break
         time.sleep(3)
     generated = board.filter(pl.col("source") == "gen-y")
@@ -138,6 +142,14 @@ def test_a_short_schedule_fires_and_the_worker_scores_the_inbox(live_service, re
     gold = board.filter(pl.col("source") == "gold")["signature"].to_list()
     assert generated["signature"].to_list() == gold and gold[0].startswith("metric:rev.v1|")
     assert "model-x" in board["source"].to_list()
+    test_rows = _scores(reference_run["run_dir"])["id"].n_unique()
+    for source in ("label-only", "hypothesis-copy"):  # ranked under the generator's name and gold's signature
+        entry = board.filter(pl.col("source") == source)
+        assert entry["signature"].to_list() == gold, source
+    inbox_runs = [p for p in reference_run["run_dir"].iterdir() if p.name.startswith("inbox-generated")]
+    summary = pl.concat([pl.read_parquet(p / "summary.parquet") for p in inbox_runs])
+    assert sorted(summary["source"].unique().to_list()) == ["hypothesis-copy", "label-only"]
+    assert summary.group_by("source").agg(pl.col("n").max())["n"].to_list() == [test_rows, test_rows]  # every row
     print(f"schedule created -> scheduled run completed: {seconds:.1f} s")
 
 
