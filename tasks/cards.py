@@ -22,6 +22,7 @@ from pathlib import Path
 from larev.cards import code, default_text, option_rows, table
 from larev.errors import ConfigError
 from larev.signature import SIGNATURE_FIELDS
+from larev.validity.protocol import GENERATOR_ORDER
 from larev.validity.report import EVIDENCE_HEADS, cell_text, human_criteria, met_counts, met_in
 from tasks.metric import PLACEMENT_FIELDS, RUN_SECTIONS, Metric
 
@@ -390,6 +391,8 @@ SIGNATURE_TEXT: dict[str, str] = {
 # the first that has the metric
 _VALIDITY_DIR = Path(__file__).resolve().parents[1] / "docs" / "validity"
 VALIDITY_RESULTS = {"nli": (_VALIDITY_DIR / "nli-tune.json",), "qa": (_VALIDITY_DIR / "qa-tune-seed0.json",)}
+# the committed run that judged the scorers on generators of known quality (criterion generator_order)
+GENERATOR_RESULTS = _VALIDITY_DIR / "nli-tune-generators.json"
 VALIDITY_PAGE = "../validity.md"
 VALIDITY_MISSING = "**The validity benchmark (`larev bench validity`) has no {task} figures for `{name}` yet.**"
 EARLIER_LINE = ("Measured before the validity benchmark and before signatures existed; each figure is in "
@@ -420,7 +423,28 @@ def validity_lines(name: str) -> list[str]:
                      + ("; partial: not every scorer or seed of the protocol" if results.get("partial") else "")
                      + "): " + "; ".join(human) + "; " + ", ".join(counts)
                      + f"; {met} of {judged} thresholds in all (✓ met, ✗ not).")
-    return lines
+    return lines + generator_order_lines(name)
+
+
+def generator_order_lines(name: str) -> list[str]:
+    """Score name `name`'s Kendall tau with the known order of the generators (GENERATOR_RESULTS), and the pairs
+    of generators its mean scores put the other way round."""
+    if not GENERATOR_RESULTS.is_file():
+        return []
+    results = json.loads(GENERATOR_RESULTS.read_text())
+    cell = results["scorers"].get(name, {}).get(GENERATOR_ORDER)
+    generators = results.get("generators") or {}
+    means = (generators.get("mean_score") or {}).get(name)
+    if cell is None or not means:
+        return []
+    order, tiers = generators["order"], generators["tiers"]
+    inverted = [f"`{a}` below `{b}`" for i, a in enumerate(order) for j, b in enumerate(order)
+                if tiers[i] < tiers[j] and means[a] < means[b]]
+    return [f"**Generators of known quality** ([validity.md]({VALIDITY_PAGE}#generators-of-known-quality-nli-tune-"
+            f"split), {results['task'].upper()}, {results['split']} split, seeds "
+            f"{', '.join(map(str, results['seeds']))}): Kendall's tau with their known order {cell_text(cell)}; "
+            + (f"its mean scores put {', '.join(inverted)}." if inverted
+               else "its mean scores over the seeds keep every ranked pair in order.")]
 
 
 # ---- from the registry ----------------------------------------------------------------------------------------

@@ -193,3 +193,32 @@ def test_a_protocol_without_both_splits_is_refused(tmp_path):
     (tmp_path / "one-split.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match="splits must name both"):
         load_protocol(tmp_path / "one-split.yaml")
+
+
+def test_the_docs_show_the_committed_generator_results():
+    """docs/validity.md's generators section and docs/results.md's table are the committed results' (seeds 0-2,
+    every metric; table 5.8 from `larev score --degradations` on seed 0), as report.py writes them."""
+    import json
+
+    from larev.validity.report import generator_headline, generator_lines
+
+    results = json.loads((REPO / "docs" / "validity" / "nli-tune-generators.json").read_text())
+    table = json.loads((REPO / "docs" / "validity" / "nli-tune-table-5-8.json").read_text())
+    assert len(results["seeds"]) >= 3 and results["split"] == "tune"
+    for metric in ("rev", "larev", "larev_vs_empty", "r_only", "rora", "rq", "las"):
+        assert len(results["scorers"][metric]["generator_order"]["per_seed"]) == len(results["seeds"]), metric
+        assert set(results["generators"]["order"]) <= set(table["table_5_8"][metric]), metric
+    validity = (REPO / "docs" / "validity.md").read_text()
+    assert "\n".join(generator_lines(results)[2:]).rstrip() in validity and results["protocol"][:12] in validity
+    assert generator_headline(results, table) in (REPO / "docs" / "results.md").read_text()
+
+
+def test_generator_headline_lists_the_inverted_pairs_and_the_sums():
+    from larev.validity.report import generator_headline
+
+    results = {"scorers": {"rev": {"generator_order": {"value": 0.5, "low": 0.0, "high": 1.0, "met": False}}},
+               "generators": {"order": ["a", "b", "c"], "tiers": [0, 1, 1],
+                              "mean_score": {"rev": {"a": 1.0, "b": 2.0, "c": 0.0}}}}
+    table = {"table_5_8": {"rev": {"a": {"SUM": {"estimate": 0.25, "ci_low": 0.125, "ci_high": 0.5}}}}}
+    row = generator_headline(results, table).splitlines()[-1]
+    assert row == "| `rev` | 0.500 [0.000, 1.000] ✗ | a < b | +0.250 [+0.125, +0.500] |  |  |"

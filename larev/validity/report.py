@@ -301,6 +301,33 @@ def generator_lines(results: dict) -> list[str]:
             "instances; then each generator's mean score (mean over seeds, the scorer's own units).", "", table, ""]
 
 
+def generator_headline(results: dict, degradations: dict | None = None) -> str:
+    """One row per first-class metric (then length) with a generator_order figure: its tau with the generators'
+    known order, the ranked pairs its mean scores invert, and, given a `larev score --degradations` results.json
+    (`degradations`), each generator's SUM of the thesis's table 5.8 with its interval."""
+    generators = results.get("generators") or {}
+    order, tiers, means = generators.get("order") or [], generators.get("tiers") or [], generators.get("mean_score")
+    table = (degradations or {}).get("table_5_8") or {}
+    rows = []
+    for metric in [*METRICS_FIRST_CLASS, "length"]:
+        cell = results["scorers"].get(metric, {}).get(GENERATOR_ORDER)
+        if cell is None or metric not in (means or {}):
+            continue
+        own = means[metric]
+        inverted = [f"{a} < {b}" for i, a in enumerate(order) for j, b in enumerate(order)
+                    if tiers[i] < tiers[j] and own[a] < own[b]]
+        row = {"metric": f"`{metric}`", "generator_order (tau)": cell_text(cell),
+               "ranked pairs its means invert": ", ".join(inverted) or "none"}
+        if table:
+            for g in order:
+                total = table.get(metric, {}).get(g, {}).get("SUM")
+                row[f"SUM {g}"] = ("" if total is None or total.get("estimate") is None else
+                                   f"{total['estimate']:+.3f} [{total['ci_low']:+.3f}, {total['ci_high']:+.3f}]")
+        rows.append(row)
+    columns = list(rows[0]) if rows else ["metric"]
+    return markdown_table(pl.DataFrame(rows, schema={c: pl.String for c in columns}))
+
+
 def results_plot(results: dict) -> bytes:
     """Left: each scorer's human-judgement figures with intervals; right: the share of instances each scorer
     orders as expected, per perturbation and variant (✓ where the threshold is met)."""
