@@ -23,7 +23,7 @@ from larev.cards import code, default_text, option_rows, table
 from larev.errors import ConfigError
 from larev.signature import SIGNATURE_FIELDS
 from larev.validity.protocol import GENERATOR_ORDER
-from larev.validity.report import EVIDENCE_HEADS, cell_text, human_criteria, met_counts, met_in
+from larev.validity.report import EVIDENCE_HEADS, cell_text, human_criteria, inverted_pairs, met_counts, met_in
 from tasks.metric import PLACEMENT_FIELDS, RUN_SECTIONS, Metric
 
 WRITE_COMMAND = "larev show --write-cards docs/metrics"
@@ -433,13 +433,9 @@ def generator_order_lines(name: str) -> list[str]:
         return []
     results = json.loads(GENERATOR_RESULTS.read_text())
     cell = results["scorers"].get(name, {}).get(GENERATOR_ORDER)
-    generators = results.get("generators") or {}
-    means = (generators.get("mean_score") or {}).get(name)
-    if cell is None or not means:
+    if cell is None or name not in ((results.get("generators") or {}).get("mean_score") or {}):
         return []
-    order, tiers = generators["order"], generators["tiers"]
-    inverted = [f"`{a}` below `{b}`" for i, a in enumerate(order) for j, b in enumerate(order)
-                if tiers[i] < tiers[j] and means[a] < means[b]]
+    inverted = [f"`{a}` below `{b}`" for a, b in inverted_pairs(results, name)]
     return [f"**Generators of known quality** ([validity.md]({VALIDITY_PAGE}#generators-of-known-quality-nli-tune-"
             f"split), {results['task'].upper()}, {results['split']} split, seeds "
             f"{', '.join(map(str, results['seeds']))}): Kendall's tau with their known order {cell_text(cell)}; "

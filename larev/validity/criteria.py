@@ -116,8 +116,9 @@ def kendall_tau_with_order(values, tiers=None) -> np.ndarray:
     tiers = np.arange(k) if tiers is None else np.asarray(tiers)
     first, second = np.triu_indices(k, 1)
     known = tiers[first] != tiers[second]
-    better, worse = np.where(tiers[first] < tiers[second], first, second)[known], \
-        np.where(tiers[first] < tiers[second], second, first)[known]
+    first_better = tiers[first] < tiers[second]
+    better = np.where(first_better, first, second)[known]
+    worse = np.where(first_better, second, first)[known]
     with np.errstate(invalid="ignore"):
         agreement = np.sign(values[:, better] - values[:, worse])
     tau = agreement.sum(axis=1) / max(len(better), 1)

@@ -80,6 +80,7 @@ def headline_table(results: dict) -> str:
     """One row per scorer: its human-judgement figures, then how many perturbation and variant criteria it meets
     (of those it is judged on), then all thresholds met."""
     human = human_criteria(results)
+    with_generators = bool(_criteria(results, GENERATOR_ORDER))
     rows = []
     for scorer, cells in results["scorers"].items():
         row = {"scorer": scorer}
@@ -88,7 +89,7 @@ def headline_table(results: dict) -> str:
         for label, heads in EVIDENCE_HEADS.items():
             met, judged = met_in(cells, heads)
             row[f"{label} met"] = f"{met} of {judged}" if judged else ""
-        if _criteria(results, GENERATOR_ORDER):
+        if with_generators:
             row["generator order (tau)"] = cell_text(cells.get(GENERATOR_ORDER))
         met, judged, _ = met_counts(results)[scorer]
         row["all met"] = f"{met} of {judged}"
@@ -109,6 +110,7 @@ def metric_headline(results: dict) -> str:
     first = signatures.get(str(results["seeds"][0]), {}) if results.get("seeds") else {}
     aurocs = [c for c in human_criteria(results) if c.startswith("acceptability_auroc/")]
     counts = met_counts(results)
+    with_generators = bool(_criteria(results, GENERATOR_ORDER))
     rows = []
     for metric in METRICS_FIRST_CLASS:
         cells = results["scorers"].get(metric)
@@ -118,7 +120,7 @@ def metric_headline(results: dict) -> str:
         row = {"metric": f"`{metric}`", "signature (first seed)": f"`{signature}`" if signature else ""}
         row |= {c.replace("acceptability_", "").replace("/", " "): cell_text(cells.get(c)) for c in aurocs}
         row |= {f"gold above {c.split('/')[1]}": cell_text(cells.get(c)) for c in HEADLINE_ORDERS}
-        if _criteria(results, GENERATOR_ORDER):
+        if with_generators:
             row["generator order (tau)"] = cell_text(cells.get(GENERATOR_ORDER))
         met, judged, _ = counts[metric]
         row["thresholds met"] = f"{met} of {judged}"
@@ -301,21 +303,31 @@ def generator_lines(results: dict) -> list[str]:
             "instances; then each generator's mean score (mean over seeds, the scorer's own units).", "", table, ""]
 
 
+def inverted_pairs(results: dict, scorer: str) -> list[tuple[str, str]]:
+    """(better, worse) for each pair of generators the known order ranks and `scorer`'s mean scores (over the
+    seeds) put the other way round; none without generator results for it."""
+    generators = results.get("generators") or {}
+    order, means = generators.get("order") or [], (generators.get("mean_score") or {}).get(scorer)
+    if not means:
+        return []
+    tiers = generators.get("tiers") or list(range(len(order)))
+    return [(a, b) for i, a in enumerate(order) for j, b in enumerate(order)
+            if tiers[i] < tiers[j] and means[a] < means[b]]
+
+
 def generator_headline(results: dict, degradations: dict | None = None) -> str:
     """One row per first-class metric (then length) with a generator_order figure: its tau with the generators'
     known order, the ranked pairs its mean scores invert, and, given a `larev score --degradations` results.json
     (`degradations`), each generator's SUM of the thesis's table 5.8 with its interval."""
     generators = results.get("generators") or {}
-    order, tiers, means = generators.get("order") or [], generators.get("tiers") or [], generators.get("mean_score")
+    order, means = generators.get("order") or [], generators.get("mean_score") or {}
     table = (degradations or {}).get("table_5_8") or {}
     rows = []
     for metric in [*METRICS_FIRST_CLASS, "length"]:
         cell = results["scorers"].get(metric, {}).get(GENERATOR_ORDER)
-        if cell is None or metric not in (means or {}):
+        if cell is None or metric not in means:
             continue
-        own = means[metric]
-        inverted = [f"{a} < {b}" for i, a in enumerate(order) for j, b in enumerate(order)
-                    if tiers[i] < tiers[j] and own[a] < own[b]]
+        inverted = [f"{a} < {b}" for a, b in inverted_pairs(results, metric)]
         row = {"metric": f"`{metric}`", "generator_order (tau)": cell_text(cell),
                "ranked pairs its means invert": ", ".join(inverted) or "none"}
         if table:
