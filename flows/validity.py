@@ -57,31 +57,58 @@ class ValidityParams(BaseModel):
     progress: bool = Field(True, description="progress bars on long steps")
 
 
-def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, rationales: str, test_rows: str):
+def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, rationales: str, test_rows: str,
+                    candidate: str | None = None):
     """The pipeline parameters of one seed: the protocol's data, backbone and task settings, its scorers switched on
     (metrics, LAREV's controls and ablations), the perturbations (and generated rationales) as the rationale file
-    it scores, the caller's overrides, every seed moved by `seed`."""
+    it scores, the caller's overrides, every seed moved by `seed`. With `candidate` (a decision candidate's run,
+    METRIC@LABEL): that metric alone, with the candidate's settings after every other."""
     from flows.cli.options import Assignment, _assign, field_at
     from flows.metrics import with_metrics
     from flows.pipeline import PipelineParams
     from larev.bench.quality import reseeded
 
     task = protocol.tasks[params.task]
-    metrics = params.metrics or protocol.scorers.metrics
+    metric, candidate_settings = protocol.candidate_runs(params.task)[candidate] if candidate else (None, {})
+    metrics = [metric] if metric else params.metrics or protocol.scorers.metrics
+    suffix = f"-{candidate.replace('@', '-at-')}" if candidate else ""
     tree = PipelineParams(
-        run_name=f"validity-{params.task}-{params.split}-seed{seed}", artifact_root=params.artifact_root,
+        run_name=f"validity-{params.task}-{params.split}-seed{seed}{suffix}", artifact_root=params.artifact_root,
         run_dir=params.run_dir, rationales=rationales, progress=params.progress,
         data={"source": "files", "task": params.task, "train": task.data, "test": task.data,
               "train_rows": task.train_rows, "test_rows": test_rows},
         model={"backbone": protocol.backbone}, train={"device": params.device}).model_dump(mode="json")
     tree = with_metrics(PipelineParams.model_validate(tree), metrics).model_dump(mode="json")
-    if tree["larev"]["enabled"]:
+    if tree["larev"]["enabled"] and not candidate:
         tree["larev"]["controls"] = list(protocol.scorers.controls)
         tree["larev"]["ablations"] = list(protocol.scorers.ablations)
-    for path, value in {**task.settings, **params.overrides}.items():  # the protocol's, then the caller's
+    # the protocol's, the caller's, then the candidate's
+    for path, value in {**task.settings, **params.overrides, **candidate_settings}.items():
         field_at(PipelineParams, path, origin=f"validity setting {path}")  # an unknown path is named
         _assign(PipelineParams, tree, Assignment(path, value, "validity"))
     return reseeded(PipelineParams.model_validate(tree), seed)
+
+
+def check_decisions(protocol: Protocol, params: ValidityParams, rows: str) -> None:
+    """Before the first step: every decision candidate's settings name pipeline settings (a candidate run's are
+    applied as they will be, values checked too), so a typo fails now, not after hours of training."""
+    from flows.cli.options import field_at
+    from flows.pipeline import PipelineParams
+
+    for metric, candidates in protocol.tasks[params.task].decisions.items():
+        for name, settings in candidates.items():
+            for path in settings:
+                field_at(PipelineParams, path, origin=f"{params.protocol}: tasks.{params.task}.decisions.{metric}."
+                                                      f"{name}: {path}")
+    for name in protocol.candidate_runs(params.task):
+        pipeline_params(protocol, params, 0, str(Path(params.out) / "rationales.parquet"), rows, name)
+
+
+def _as_candidate(scores, metric: str, candidate: str):
+    """A candidate run's scores of its metric (a frame, or a dict of frames), named as the candidate."""
+    if isinstance(scores, dict):
+        return {name: _as_candidate(frame, metric, candidate) for name, frame in scores.items()}
+    return scores.filter(pl.col("metric") == metric).with_columns(metric=pl.lit(candidate))
 
 
 def split_rows(protocol: Protocol, params: ValidityParams) -> str:
@@ -146,6 +173,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     rows = split_rows(protocol, params)
+    check_decisions(protocol, params, rows)
     started = time.perf_counter()
     if params.split == "report":
         from larev.validity.ledger import read_ledger
@@ -175,37 +203,53 @@ def validity_benchmark(params: ValidityParams) -> dict:
     seconds["inputs"] = time.perf_counter() - started - seconds.get("generators", 0.0)
     seeds = params.seeds or protocol.seeds
     per_seed: dict[int, dict] = {}
+    candidates = list(protocol.candidate_runs(params.task)) if params.split == "tune" else []
     for n, seed in enumerate(seeds, 1):
         print(f"seed {seed} ({n} of {len(seeds)})", flush=True)
-        started = time.perf_counter()
-        result = larev_pipeline(pipeline_params(protocol, params, seed, str(rationale_file), rows))
-        seconds[f"seed-{seed}-pipeline"] = time.perf_counter() - started
-        run = read_run(result["run_dir"])
-        refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
-        store = ArtifactStore(run["artifact_root"])
         seed_dir = out / f"seed-{seed}"
         seed_dir.mkdir(exist_ok=True)
-        test_scores = store.read_parquet(refs["scores"].key).select("metric", "id", "source", "score")
-        test_scores.write_parquet(seed_dir / "scores.parquet")
-        human_scores = {}
-        started = time.perf_counter()
-        with StepRunner(store, progress=params.progress) as steps:
-            base = finished_run(steps, run, refs, device=params.device)
-            for name, path in halves.items():
-                tables = score_annotations(steps, base, refs, path, f"{name}-{params.split}")
-                frame = pl.concat([store.read_parquet(t.key) for t in tables], how="diagonal_relaxed")
-                human_scores[name] = frame.select("metric", "id", "source", "score")
-                human_scores[name].write_parquet(seed_dir / f"human-{name}.parquet")
-        seconds[f"seed-{seed}-human"] = time.perf_counter() - started
-        per_seed[seed] = {"test": test_scores, "human": human_scores, "signatures": run.get("signatures", {})}
-        if n == 1:
-            texts = store.read_parquet(refs["rationales"].key).select("id", "source", "rationale")
+        per_seed[seed] = {"test": [], "human": {}, "signatures": {}}
+        for candidate in [None, *candidates]:  # the protocol's run, then each decision candidate's own run
+            if candidate:
+                print(f"seed {seed}: decision candidate {candidate}", flush=True)
+            label = f"seed-{seed}" + (f"-{candidate}" if candidate else "")
+            started = time.perf_counter()
+            result = larev_pipeline(pipeline_params(protocol, params, seed, str(rationale_file), rows, candidate))
+            seconds[f"{label}-pipeline"] = time.perf_counter() - started
+            run = read_run(result["run_dir"])
+            refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
+            store = ArtifactStore(run["artifact_root"])
+            started = time.perf_counter()
+            with StepRunner(store, progress=params.progress) as steps:
+                base = finished_run(steps, run, refs, device=params.device)
+                human = {}
+                for name, path in halves.items():
+                    tables = score_annotations(steps, base, refs, path, f"{name}-{params.split}")
+                    human[name] = pl.concat([store.read_parquet(t.key) for t in tables], how="diagonal_relaxed")
+            seconds[f"{label}-human"] = time.perf_counter() - started
+            test = store.read_parquet(refs["scores"].key)
+            signatures = run.get("signatures", {})
+            if candidate:  # its metric's scores, under the candidate's name
+                metric = protocol.candidate_runs(params.task)[candidate][0]
+                test, human = (_as_candidate(f, metric, candidate) for f in (test, human))
+                signatures = {candidate: signatures[metric]} if metric in signatures else {}
+            per_seed[seed]["test"].append(test.select("metric", "id", "source", "score"))
+            for name, frame in human.items():
+                per_seed[seed]["human"].setdefault(name, []).append(frame.select("metric", "id", "source", "score"))
+            per_seed[seed]["signatures"].update(signatures)
+            if n == 1 and not candidate:
+                texts = store.read_parquet(refs["rationales"].key).select("id", "source", "rationale")
+        per_seed[seed]["test"] = pl.concat(per_seed[seed]["test"])
+        per_seed[seed]["test"].write_parquet(seed_dir / "scores.parquet")
+        for name, frames in per_seed[seed]["human"].items():
+            per_seed[seed]["human"][name] = pl.concat(frames)
+            per_seed[seed]["human"][name].write_parquet(seed_dir / f"human-{name}.parquet")
     from larev.validity.evidence import SeedScores, evaluate
     from larev.validity.report import write_results
 
     started = time.perf_counter()
     per_seed = {seed: SeedScores(**scores) for seed, scores in per_seed.items()}
-    results = evaluate(protocol, params.task, per_seed, annotations, texts=texts)
+    results = evaluate(protocol, params.task, per_seed, annotations, texts=texts, decide=params.split == "tune")
     seconds["evidence"] = time.perf_counter() - started
     # anything but the protocol's seeds, metrics, rows, settings and human files is not a result of the protocol
     partial = bool((params.seeds and sorted(params.seeds) != sorted(protocol.seeds))

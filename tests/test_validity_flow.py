@@ -29,6 +29,11 @@ TINY_SETTINGS = {"model.d_model": 16, "model.d_ff": 32, "model.num_layers": 1, "
 GENERATORS = [{"kind": "embedded", "name": "tiny-t5", "train": {"epochs": 2}}, ["hypothesis-copy", "label-only"]]
 
 
+# LAREV's default decided between an ablation the run scores and a candidate run of its own (tune split only)
+DECISIONS = {"larev": {"larev_no_irm": {"larev.objective.lambda_irm": 0},
+                       "larev@irm-3": {"larev.objective.lambda_irm": 3}}}
+
+
 def _files(root: Path) -> tuple[Path, Path]:
     """An NLI examples file (train rows, then the test rows; a second explanation on every row) and an
     acceptability file on 24 new instances, two candidates each, three annotators."""
@@ -55,7 +60,7 @@ def _protocol(root: Path, data: Path, human: Path) -> Path:
     raw = yaml.safe_load((REPO / "protocols" / "validity.yaml").read_text())
     raw["seeds"], raw["bootstrap"] = [0, 1], 50
     raw["tasks"] = {"nli": {"data": str(data), "train_rows": ":75", "splits": {"tune": "75:95", "report": "95:115"},
-                            "human": [str(human)], "generators": GENERATORS}}
+                            "human": [str(human)], "generators": GENERATORS, "decisions": DECISIONS}}
     path = root / "validity.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -72,6 +77,45 @@ def report_run(tmp_path_factory, prefect_harness):
                             overrides=TINY_SETTINGS, artifact_root=str(root / "store"), run_dir=str(root / "runs"),
                             ledger=str(root / "ledger.jsonl"), progress=False)
     return root, protocol, validity_benchmark(params)
+
+
+@pytest.fixture(scope="module")
+def tune_run(tmp_path_factory, prefect_harness):
+    from flows.validity import ValidityParams, validity_benchmark
+
+    root = tmp_path_factory.mktemp("validity-tune")
+    data, human = _files(root)
+    protocol = _protocol(root, data, human)
+    params = ValidityParams(protocol=str(protocol), split="tune", out=str(root / "out"), metrics=["rev", "larev"],
+                            overrides=TINY_SETTINGS, artifact_root=str(root / "store"), run_dir=str(root / "runs"),
+                            ledger=str(root / "ledger.jsonl"), progress=False)
+    return root, validity_benchmark(params)["results"]
+
+
+def test_the_tune_split_scores_each_decision_candidate_and_decides(tune_run):
+    root, results = tune_run
+    decision = results["decisions"]["larev"]
+    assert list(decision["candidates"]) == ["larev_no_irm", "larev@irm-3"]
+    for candidate in decision["candidates"].values():
+        assert candidate["scored"] and candidate["criteria"] > 0
+        assert candidate["margin"] == len(candidate["better"]) - len(candidate["worse"])
+    assert decision["chosen"] in (None, "larev_no_irm", "larev@irm-3")
+    # the candidate run: its own run directory, its metric's scores under its name, judged like any scorer
+    assert (root / "runs" / "validity-nli-tune-seed1-larev-at-irm-3" / "run.json").is_file()
+    assert set(results["scorers"]["larev@irm-3"]) == set(results["scorers"]["larev"])
+    for seed in (0, 1):
+        scores = pl.read_parquet(root / "out" / f"seed-{seed}" / "scores.parquet")
+        mine, default = (scores.filter(pl.col("metric") == m).sort("id", "source") for m in ("larev@irm-3", "larev"))
+        assert mine.select("id", "source").equals(default.select("id", "source"))
+        assert not np.allclose(mine["score"], default["score"])  # another phi_LA
+        human = pl.read_parquet(root / "out" / f"seed-{seed}" / "human-tiny_acceptability.parquet")
+        assert "larev@irm-3" in human["metric"].to_list()
+        signature = results["signatures"][str(seed)]["larev@irm-3"]
+        assert signature.startswith("metric:larev.v1|") and signature != results["signatures"][str(seed)]["larev"]
+    assert results["seconds"]["seed-0-larev@irm-3-pipeline"] > 0
+    page = (root / "out" / "results.md").read_text()
+    assert "## Defaults decided on this split" in page and "larev@irm-3 (`larev.objective.lambda_irm=3`)" in page
+    assert not (root / "ledger.jsonl").exists()  # the tune split is not recorded
 
 
 def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(report_run):
@@ -111,6 +155,9 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
         assert (root / "out" / name).is_file()
     page = (root / "out" / "results.md").read_text()
     assert "## Best scorer per criterion" in page and "## d. Generators of known quality" in page
+    # decisions are made on the tune split: the report split runs no candidate and decides nothing
+    assert "decisions" not in results and "## Defaults decided" not in page
+    assert not list((root / "runs").glob("*-at-*"))
 
 
 def test_a_run_on_the_report_split_writes_its_ledger_line(report_run):

@@ -169,7 +169,7 @@ def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict
         names["corr"] = f"{head}_corr/{kind}"
     draws = {key: Draws(name, len(ids), n_seeds, protocol.bootstrap) for key, name in names.items()}
     for scorer, frames in other.items():
-        trained = kind in protocol.trained_on.get(scorer, [])
+        trained = kind in protocol.trained_on_kinds(scorer)
         points: dict[str, list] = {k: [] for k in names}
         samples: dict[str, list] = {k: [] for k in names}
         n = 0
@@ -251,9 +251,10 @@ def _length_frames(texts: pl.DataFrame) -> list[pl.DataFrame]:
 
 
 def evaluate(protocol: Protocol, task: str, per_seed: dict[int, SeedScores], annotations: dict[str, Annotations],
-             *, texts: pl.DataFrame | None = None) -> dict:
+             *, texts: pl.DataFrame | None = None, decide: bool = False) -> dict:
     """results.json's "scorers", "best", "versus", "n" (instances per part) and "context" (each criterion's
-    base rate or gold's sd where its threshold needs one)."""
+    base rate or gold's sd where its threshold needs one); with `decide` (the tune split), "decisions": the
+    protocol's defaults decided on this run (`decisions`)."""
     c = _Collector(protocol)
     # b and c: the split's rows, gold against each perturbation and variant
     test = _scorer_frames(per_seed, lambda s: s.test)
@@ -285,6 +286,8 @@ def evaluate(protocol: Protocol, task: str, per_seed: dict[int, SeedScores], ann
         n[f"human/{name}"] = ann.judgements["id"].n_unique()
     scorers = {m: c.cells[m] for m in _order(c.cells)}
     extra = {"generators": {"order": generators, "tiers": tiers, "mean_score": generator_means}} if generators else {}
+    if decide and known and known.decisions:
+        extra["decisions"] = decisions(c, task)
     return {"scorers": scorers, "best": best_by_criterion(c), "versus": versus(c), "n": n, **extra,
             "gold_sd": {m: v for m, v in gold_sd.items() if v is not None},
             "context": {k: v for k, v in c.context.items() if v}}
@@ -328,24 +331,41 @@ def best_by_criterion(c: _Collector) -> dict[str, dict]:
     return out
 
 
+def paired_versus(c: _Collector, mine: str, other: str) -> dict[str, dict]:
+    """`mine` minus `other` on every criterion both are judged on that ranks scorers, with the paired interval:
+    {CRITERION: {"difference", "low", "high", "beats"}}; beats: the interval above 0. Cells on a kind either
+    scorer trained on are left out."""
+    out: dict[str, dict] = {}
+    for criterion, cell in c.cells.get(mine, {}).items():
+        theirs = c.cells.get(other, {}).get(criterion)
+        if theirs is None or not _higher_is_better(criterion) or c.protocol.criterion(criterion) is None \
+                or cell["value"] is None or theirs["value"] is None or cell.get("trained_on") \
+                or theirs.get("trained_on"):
+            continue
+        low, high = _paired(c, mine, other, criterion)
+        out[criterion] = {"difference": cell["value"] - theirs["value"], "low": low, "high": high,
+                          "beats": None if low is None else low > 0}
+    return out
+
+
 def versus(c: _Collector) -> dict[str, dict]:
-    """Each LAREV definition minus each reference scorer on every comparable criterion, with the paired interval:
-    {"larev": {"rev": {CRITERION: {"difference", "low", "high", "beats"}}}}; beats: the interval above 0."""
+    """Each LAREV definition minus each reference scorer (`paired_versus`): {"larev": {"rev": {CRITERION: ...}}}."""
     out: dict[str, dict] = {}
     for mine in LAREV_DEFINITIONS:
-        if mine not in c.cells:
-            continue
         for other in REFERENCES:
-            if other not in c.cells:
-                continue
-            for criterion, cell in c.cells[mine].items():
-                theirs = c.cells[other].get(criterion)
-                if theirs is None or not _higher_is_better(criterion) or c.protocol.criterion(criterion) is None \
-                        or cell["value"] is None or theirs["value"] is None or cell.get("trained_on") \
-                        or theirs.get("trained_on"):
-                    continue
-                low, high = _paired(c, mine, other, criterion)
-                out.setdefault(mine, {}).setdefault(other, {})[criterion] = {
-                    "difference": cell["value"] - theirs["value"], "low": low, "high": high,
-                    "beats": None if low is None else low > 0}
+            if mine in c.cells and other in c.cells and (pairs := paired_versus(c, mine, other)):
+                out.setdefault(mine, {})[other] = pairs
+    return out
+
+
+def decisions(c: _Collector, task: str) -> dict[str, dict]:
+    """The protocol's decisions for the task (tasks.<task>.decisions), each metric's candidates read against it by
+    larev/validity/decisions.py's rule; a metric the run did not score is left out."""
+    from larev.validity.decisions import decide
+
+    out: dict[str, dict] = {}
+    for metric, candidates in c.protocol.tasks[task].decisions.items():
+        if metric in c.cells:
+            out[metric] = decide(metric, candidates, {name: paired_versus(c, name, metric)
+                                                      for name in candidates if name in c.cells})
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +22,8 @@ HUMAN_CRITERIA = ("acceptability_auroc", "acceptability_ap", "pairwise", "spearm
 PERTURB_CRITERIA = ("perturb_below", "perturb_near", "perturb_order", "perturb_corr")
 # Kendall's tau of a scorer's ranking of the task's generators with their known order (tasks.<task>.generators)
 GENERATOR_ORDER = "generator_order"
+# a decision candidate scored in a run of its own (tasks.<task>.decisions): METRIC@LABEL
+CANDIDATE_NAME = re.compile(r"[a-z][a-z_]*@[a-z0-9][a-z0-9_.-]*")
 
 
 class _Strict(BaseModel):
@@ -37,6 +40,10 @@ class TaskData(_Strict):
     # that is a list is a tier of generators with no known order among them. Trained once (their own seeds, not the
     # run's), they write rationales for the split's rows, which every seed scores.
     generators: list[str | dict[str, Any] | list[str | dict[str, Any]]] = Field(default_factory=list)
+    # defaults decided on this task's tune split (`decision_rule`): metric -> {candidate: the settings (dotted path ->
+    # value) it stands for on the protocol's backbone}. A candidate is a scorer the run scores anyway (LAREV's
+    # ablations and controls), or METRIC@LABEL: the tune run scores it in a run of its own with those settings.
+    decisions: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
 
     @field_validator("splits")
     @classmethod
@@ -112,6 +119,9 @@ class Protocol(_Strict):
     perturbations: dict[str, Literal["below", "near"]]
     variants: dict[str, Literal["below", "near"]] = Field(default_factory=dict)
     criteria: dict[str, Criterion]
+    # how tasks.<task>.decisions are decided (larev/validity/decisions.py): a candidate replaces the metric's default
+    # when, paired over seeds and instances, it is better beyond the interval on more criteria than it is worse
+    decision_rule: Literal["paired-wins-minus-losses"] = "paired-wins-minus-losses"
 
     @field_validator("seeds")
     @classmethod
@@ -128,6 +138,43 @@ class Protocol(_Strict):
         if missing:
             raise ValueError(f"criteria {missing} are not stated (each needs direction, threshold and judge)")
         return self
+
+    @model_validator(mode="after")
+    def _decisions(self):
+        variants = [n for n in self.scored_names() if n not in self.scorers.metrics]  # ablations and controls
+        for task, data in self.tasks.items():
+            for metric, candidates in data.decisions.items():
+                where = f"tasks.{task}.decisions.{metric}"
+                if metric not in self.scorers.metrics:
+                    raise ValueError(f"{where}: {metric!r} is not one of scorers.metrics {self.scorers.metrics}")
+                if not candidates:
+                    raise ValueError(f"{where}: no candidate (name scorers the run scores, each with its settings)")
+                for name, settings in candidates.items():
+                    own_run = name.startswith(f"{metric}@")
+                    if own_run and not CANDIDATE_NAME.fullmatch(name):
+                        raise ValueError(f"{where}.{name}: a candidate run's name is {metric}@LABEL, LABEL of "
+                                         "lower-case letters, digits, '_', '.' and '-'")
+                    if not own_run and name not in variants:
+                        raise ValueError(f"{where}.{name}: neither an ablation or control the run scores "
+                                         f"({variants}) nor a candidate run ({metric}@LABEL)")
+                    if not settings:
+                        raise ValueError(f"{where}.{name}: no settings (the dotted paths this candidate stands for)")
+        return self
+
+    def candidate_runs(self, task: str) -> dict[str, tuple[str, dict[str, Any]]]:
+        """The task's decision candidates scored in runs of their own: name -> (metric, settings)."""
+        return {name: (metric, settings) for metric, candidates in self.tasks[task].decisions.items()
+                for name, settings in candidates.items() if name.startswith(f"{metric}@")}
+
+    def trained_on_kinds(self, scorer: str) -> list[str]:
+        """The kinds of text `scorer` trains on; a candidate run (METRIC@LABEL) trains on its metric's."""
+        return self.trained_on.get(scorer.split("@")[0], [])
+
+    def scored_names(self) -> list[str]:
+        """The names of the trained scorers a run scores: the metrics, LAREV's ablations (larev_NAME) and its
+        controls (control_NAME)."""
+        return [*self.scorers.metrics, *(f"larev_{a}" for a in self.scorers.ablations),
+                *(f"control_{c}" for c in self.scorers.controls)]
 
     def criterion(self, name: str) -> Criterion | None:
         """The criterion a results.json figure `name` ('acceptability_auroc/<file>', 'perturb/<kind>',

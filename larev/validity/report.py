@@ -26,6 +26,8 @@ BASELINES = ("length", "gpt3_nll")
 def kind_of(scorer: str) -> str:
     if scorer in BASELINES:
         return "a baseline"
+    if "@" in scorer:
+        return "a decision candidate"
     for prefix, kind in KIND_OF_SCORER.items():
         if scorer.startswith(prefix):
             return kind
@@ -252,7 +254,8 @@ def results_markdown(results: dict) -> str:
               "## Best scorer per criterion", "", *best_sentences(results), "",
               "## LAREV against REV, its erm_envs control and r_only (paired differences)", "",
               *(versus_lines(results) or ["- (no LAREV definition or no reference scorer in this run)"]), "",
-              "## Recommendation", "", *recommendation_lines(results), ""]
+              "## Recommendation", "", *recommendation_lines(results), "",
+              *decision_lines(results)]
     parts = [("a. Human judgements", human_criteria(results)),
              ("b. Perturbations: score - gold", _criteria(results, "perturb")),
              ("b. Perturbations: share of instances with gold above", _criteria(results, "perturb_order")),
@@ -280,6 +283,35 @@ def results_markdown(results: dict) -> str:
     if results.get("seconds"):
         lines += ["## Time", "", *(f"- {k}: {v:.0f} s" for k, v in results["seconds"].items()), ""]
     return "\n".join(lines)
+
+
+def decision_lines(results: dict) -> list[str]:
+    """The defaults decided on this (tune) run by the protocol's rule (larev/validity/decisions.py): per metric,
+    each candidate's settings, the criteria it is better and worse on beyond the paired interval, and what is
+    decided. Empty when the run made no decision (the report split, or a protocol with none)."""
+    decisions = results.get("decisions") or {}
+    if not decisions:
+        return []
+    lines = ["## Defaults decided on this split", "",
+             "Rule `paired-wins-minus-losses`: a candidate replaces the default when, paired over seeds and "
+             "instances, it is better beyond the interval on more criteria than it is worse (of several, the "
+             "largest margin; ties to the first listed).", ""]
+    for metric, decision in decisions.items():
+        chosen = decision.get("chosen")
+        settings = ", ".join(f"`{k}={v}`" for k, v in decision.get("settings", {}).items())
+        lines.append(f"- **{metric}**: " + (f"**{chosen}** replaces the default ({settings})." if chosen
+                                             else "the default stays."))
+        for name, candidate in decision["candidates"].items():
+            stands = ", ".join(f"`{k}={v}`" for k, v in candidate["settings"].items())
+            if not candidate["scored"]:
+                lines.append(f"  - {name} ({stands}): not scored in this run")
+                continue
+            better, worse = candidate["better"], candidate["worse"]
+            lines.append(f"  - {name} ({stands}): better on {len(better)}, worse on {len(worse)} of "
+                         f"{candidate['criteria']} criteria"
+                         + (f"; better: {', '.join(better)}" if better else "")
+                         + (f"; worse: {', '.join(worse)}" if worse else ""))
+    return [*lines, ""]
 
 
 def generator_lines(results: dict) -> list[str]:
