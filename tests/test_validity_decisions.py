@@ -142,3 +142,22 @@ def test_an_unknown_setting_in_a_decision_fails_before_any_step(tmp_path):
         check_decisions(load_protocol(path), ValidityParams(protocol=str(path), out=str(tmp_path / "out")),
                         "6000:8000")
 
+
+def test_larevs_candidates_stand_for_the_ablations_they_name():
+    """Each LAREV candidate in the protocol is the ablation or control the run scores: the settings it names,
+    applied to today's resolved defaults for the protocol's backbone, give that scorer's phi_LA objective."""
+    from flows.pipeline import PipelineParams
+    from larev.methods.leakage_aware.config import LarevConfig
+    from tasks.metric import resolved_params
+
+    protocol = load_protocol(PROTOCOL)
+    params = PipelineParams.model_validate({"data": {"source": "files", "task": "nli", "train": "t.parquet", "test": "t.parquet"},
+                                            "model": {"backbone": protocol.backbone}})
+    resolved, _ = resolved_params(params, "nli", ("larev",))
+    larev = resolved.larev
+    for name, settings in protocol.tasks["nli"].decisions["larev"].items():
+        ablation = name.removeprefix("larev_").removeprefix("control_")
+        objective = larev.objective.model_copy(update={k.removeprefix("larev.objective."): v
+                                                       for k, v in settings.items()})
+        assert LarevConfig(**{**larev.model_dump(), "objective": objective.model_dump()}).objective_for(
+            None, "nli") == larev.objective_for(ablation, "nli"), name
