@@ -222,9 +222,18 @@ class LeakageAware(Metric):
         cfg = run.params.larev
         terms, envs, probe = leakage_environments(run, models)
 
+        trained: list[tuple[object, ArtifactRef]] = []  # (objective, phi_LA) of each phi_LA trained so far
+
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
+            """The phi_LA of an ablation; one whose objective equals one trained already (an ablation that sets
+            a weight the defaults have at 0 already) is that model, not a second training."""
             name = "larev" if ablation is None else f"larev_{ablation}"
-            return train_la(run, models, name, envs, probe, cfg.objective_for(ablation, run.task), cfg.la_min_steps)
+            objective = cfg.objective_for(ablation, run.task)
+            same = next((ref for seen, ref in trained if seen == objective), None)
+            if same is not None:
+                return same
+            trained.append((objective, train_la(run, models, name, envs, probe, objective, cfg.la_min_steps)))
+            return trained[-1][1]
 
         phi_las = {"larev" if a is None else f"larev_{a}": trained_phi_la(a) for a in [None, *cfg.ablations]}
         controls = {}

@@ -196,6 +196,25 @@ def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_r
     assert {"control_erm_envs", "control_phi", "control_r_only"} <= set(run["signatures"])
 
 
+def test_an_ablation_whose_objective_is_the_defaults_reuses_phi_la_instead_of_training_again(first_run):
+    """With LAREV's IRM weight at 0, the no_irm ablation and the erm_envs control ask for phi_LA's own objective
+    (and no_probe for erm_envs' when the probe weight is 0 too): one training each distinct objective, the same
+    model under each name, the same scores."""
+    root, _ = first_run
+    larev = TINY_LAREV.model_copy(update={"objective": ThesisObjective(lambda_irm=0.0), "controls": ["erm_envs"],
+                                          "ablations": ["no_irm", "no_probe"]})
+    result = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-irm-0"))
+    trained = [step for step in ran(result) if step.startswith("train-larev")]
+    assert trained == ["train-larev", "train-larev_no_probe"]  # larev = no_irm; no_probe (0, 0) = erm_envs
+    artifacts = run_json(result)["artifacts"]
+    assert artifacts["larev_no_irm"] == artifacts["larev"] != artifacts["larev_no_probe"]
+    assert artifacts["control_erm_envs"] == artifacts["larev_no_probe"]
+    scores = pl.read_parquet(Path(result["run_dir"]) / "scores.parquet")
+    pick = lambda m: scores.filter(pl.col("metric") == m).sort("id", "source")["score"]  # noqa: E731
+    assert pick("larev_no_irm").equals(pick("larev")) and pick("control_erm_envs").equals(pick("larev_no_probe"))
+    assert not pick("larev").equals(pick("larev_no_probe"))
+
+
 def test_r_only_is_larevs_r_only_control_under_its_own_name_and_the_hand_computed_difference(first_run):
     """r_only, off by default, switched on: one training step (g_r on r alone), the model LAREV's r_only control
     trains (the same artifact), its rows equal control_r_only's, and each score is log g_r[r](y) - log
