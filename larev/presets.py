@@ -24,6 +24,8 @@ UNSET = (None, "auto")
 DERIVED: tuple[tuple[str, str], ...] = (
     ("larev.la_dropout", "model.dropout"),  # phi_LA's dropout: the backbone's, unless a preset says otherwise
     ("larev_vs_empty.la_min_steps", "larev.la_min_steps"),
+    ("larev_vs_empty.lambda_irm", "larev.objective.lambda_irm"),
+    ("larev_vs_empty.lambda_probe", "larev.objective.lambda_probe"),
     ("*.learning_rate", "train.learning_rate"),  # every evaluator trains at the backbone's rate unless set
 )
 

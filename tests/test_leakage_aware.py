@@ -94,6 +94,10 @@ def test_larev_is_the_thesis_objective_for_every_variant_and_larev_vs_empty_adds
     assert (objective.label_statements, objective.baseline_rationales) == (0.5, 0.25)
     assert objective.counterfactual_rationales == 0.0  # no exclusive terms: no twins
     assert (objective.lambda_irm, objective.lambda_probe, objective.irm_on) == (1.0, 0.005, "tokens")
+    # its own IRM and probe weights, where set, replace larev's in its objective (and only there)
+    pinned = LarevVsEmptyConfig(lambda_borrowed=2.0, zero_terms_start=0.5, lambda_irm=3.0, lambda_probe=0.0)
+    assert (pinned.objective(larev).lambda_irm, pinned.objective(larev).lambda_probe) == (3.0, 0.0)
+    assert pinned.objective(larev).irm_on == "tokens" and larev.objective.lambda_irm == 1.0
     twins = LarevVsEmptyConfig(lambda_borrowed=2.0, zero_terms_start=0.5, exclusive_terms="demo")
     assert twins.objective(larev).counterfactual_rationales == 1.0
     with pytest.raises(ValueError, match="needs empty_rationales"):

@@ -96,6 +96,8 @@ def test_larev_resolves_per_backbone_task_and_data(backbone, task, data, expecte
     assert (own["lambda_borrowed"], own["zero_terms_start"]) == zero_terms
     assert own["la_min_steps"] == (1200 if (backbone, task, data) == ("embedded", "nli", "demo") else
                                    larev["la_min_steps"])
+    assert (own["lambda_irm"], own["lambda_probe"]) == (larev["objective"]["lambda_irm"],
+                                                        larev["objective"]["lambda_probe"])  # unset: larev's
     assert unset_settings(filled, ("model", "train", "score", "baselines", "larev", "larev_vs_empty", "rora")) == []
     if (backbone, data) == ("embedded", "demo"):  # the seam's own step (the default params: demo data) agrees
         assert params.data.source == "demo"

@@ -187,10 +187,16 @@ class LarevConfig(_Config):
 
 class LarevVsEmptyConfig(ZeroTerms):
     """`larev_vs_empty`: the no-rationale-reference metric, log p_LA(y | r, b) - log p_LA(y | empty, b). Its phi_LA
-    trains on LAREV's environments with eq. 4.10's terms (`larev.objective`) plus the zero terms (ZeroTerms), so
-    that a rationale that says nothing about the instance scores about 0 (docs/methods.md). Off unless asked for."""
+    trains on LAREV's environments with eq. 4.10's terms (`larev.objective`, its own IRM and probe weights where
+    set) plus the zero terms (ZeroTerms), so that a rationale that says nothing about the instance scores about 0
+    (docs/methods.md). Off unless asked for."""
 
     enabled: bool = Field(False, description="train its phi_LA and score larev_vs_empty (reads LAREV's environments)")
+    lambda_irm: float | None = Field(
+        None, ge=0, description="its phi_LA's IRMv1 weight. Unset: the preset, else larev.objective.lambda_irm (each "
+                                "metric's weights are decided on its own evidence)")
+    lambda_probe: float | None = Field(
+        None, ge=0, description="its phi_LA's probe-loss weight. Unset: the preset, else larev.objective.lambda_probe")
     la_min_steps: int | None = Field(
         None, ge=0, description="its phi_LA's minimum optimizer steps. Unset: the preset, else larev.la_min_steps")
     exclusive_terms: Literal["none", "demo"] = Field(
@@ -210,7 +216,9 @@ class LarevVsEmptyConfig(ZeroTerms):
     def objective(self, larev: LarevConfig) -> LeakageAwareConfig:
         """The core objective: `larev.objective`'s eq. 4.10 terms plus this metric's zero terms."""
         twins = self.counterfactual_rationales if self.exclusive_terms != "none" else 0.0
-        return LeakageAwareConfig(**larev.objective.model_dump(), **self.model_dump(include=set(ZeroTerms.model_fields)),
+        weights = {k: v for k in ("lambda_irm", "lambda_probe") if (v := getattr(self, k)) is not None}
+        return LeakageAwareConfig(**{**larev.objective.model_dump(), **weights},
+                                  **self.model_dump(include=set(ZeroTerms.model_fields)),
                                   empty_rationales=True, counterfactual_rationales=twins)
 
 
