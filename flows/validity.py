@@ -111,6 +111,43 @@ def _as_candidate(scores, metric: str, candidate: str):
     return scores.filter(pl.col("metric") == metric).with_columns(metric=pl.lit(candidate))
 
 
+def scored_run(protocol: Protocol, params: ValidityParams, seed: int, rationales: str, rows: str,
+               halves: dict[str, str], candidate: str | None, seconds: dict[str, float]) -> dict:
+    """One pipeline run of a seed (the protocol's, or a decision candidate's) and its scores of the human halves:
+    {"test", "human": {file: scores}, "signatures", "texts"} (scores: metric, id, source, score; a candidate's
+    are its metric's, under the candidate's name). Adds the run's times to `seconds`."""
+    from flows.human import score_annotations
+    from flows.pipeline import larev_pipeline
+    from flows.score import finished_run
+    from tasks.export import read_run
+    from tasks.runtime.runner import StepRunner
+
+    label = f"seed-{seed}" + (f"-{candidate}" if candidate else "")
+    started = time.perf_counter()
+    result = larev_pipeline(pipeline_params(protocol, params, seed, rationales, rows, candidate))
+    seconds[f"{label}-pipeline"] = time.perf_counter() - started
+    run = read_run(result["run_dir"])
+    refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
+    store = ArtifactStore(run["artifact_root"])
+    started = time.perf_counter()
+    human = {}
+    with StepRunner(store, progress=params.progress) as steps:
+        base = finished_run(steps, run, refs, device=params.device)
+        for name, path in halves.items():
+            tables = score_annotations(steps, base, refs, path, f"{name}-{params.split}")
+            human[name] = pl.concat([store.read_parquet(t.key) for t in tables], how="diagonal_relaxed")
+    seconds[f"{label}-human"] = time.perf_counter() - started
+    test, signatures = store.read_parquet(refs["scores"].key), run.get("signatures", {})
+    if candidate:  # its metric's scores, under the candidate's name
+        metric = protocol.candidate_runs(params.task)[candidate][0]
+        test, human = _as_candidate(test, metric, candidate), _as_candidate(human, metric, candidate)
+        signatures = {candidate: signatures[metric]} if metric in signatures else {}
+    columns = ("metric", "id", "source", "score")
+    return {"test": test.select(*columns), "human": {k: v.select(*columns) for k, v in human.items()},
+            "signatures": signatures,
+            "texts": store.read_parquet(refs["rationales"].key).select("id", "source", "rationale")}
+
+
 def split_rows(protocol: Protocol, params: ValidityParams) -> str:
     """The split's row slice, cut to `test_limit` rows when given."""
     rows = protocol.tasks[params.task].splits[params.split]
@@ -156,15 +193,11 @@ def _commit() -> str | None:
 
 @flow(name="validity-benchmark", flow_run_name="validity-{params.task}-{params.split}", log_prints=True)
 def validity_benchmark(params: ValidityParams) -> dict:
-    """Train the protocol's scorers once per seed and judge them on human judgements, perturbations and variants."""
-    from flows.human import score_annotations
-    from flows.pipeline import larev_pipeline
-    from flows.score import finished_run
+    """Train the protocol's scorers once per seed and judge them on human judgements, perturbations and variants;
+    on the tune split, score each decision candidate and decide the protocol's defaults."""
     from larev.validity.human_split import human_half
     from larev.validity.ledger import append_ledger
     from larev.validity.perturb import perturbations
-    from tasks.export import read_run
-    from tasks.runtime.runner import StepRunner
 
     protocol, digest = load_protocol(params.protocol), protocol_digest(params.protocol)  # read once, at the start
     commit = _commit()  # the code that runs, as it is when the run starts
@@ -204,45 +237,22 @@ def validity_benchmark(params: ValidityParams) -> dict:
     seeds = params.seeds or protocol.seeds
     per_seed: dict[int, dict] = {}
     candidates = list(protocol.candidate_runs(params.task)) if params.split == "tune" else []
+    texts = None
     for n, seed in enumerate(seeds, 1):
         print(f"seed {seed} ({n} of {len(seeds)})", flush=True)
-        seed_dir = out / f"seed-{seed}"
-        seed_dir.mkdir(exist_ok=True)
-        per_seed[seed] = {"test": [], "human": {}, "signatures": {}}
+        runs = []
         for candidate in [None, *candidates]:  # the protocol's run, then each decision candidate's own run
             if candidate:
                 print(f"seed {seed}: decision candidate {candidate}", flush=True)
-            label = f"seed-{seed}" + (f"-{candidate}" if candidate else "")
-            started = time.perf_counter()
-            result = larev_pipeline(pipeline_params(protocol, params, seed, str(rationale_file), rows, candidate))
-            seconds[f"{label}-pipeline"] = time.perf_counter() - started
-            run = read_run(result["run_dir"])
-            refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
-            store = ArtifactStore(run["artifact_root"])
-            started = time.perf_counter()
-            with StepRunner(store, progress=params.progress) as steps:
-                base = finished_run(steps, run, refs, device=params.device)
-                human = {}
-                for name, path in halves.items():
-                    tables = score_annotations(steps, base, refs, path, f"{name}-{params.split}")
-                    human[name] = pl.concat([store.read_parquet(t.key) for t in tables], how="diagonal_relaxed")
-            seconds[f"{label}-human"] = time.perf_counter() - started
-            test = store.read_parquet(refs["scores"].key)
-            signatures = run.get("signatures", {})
-            if candidate:  # its metric's scores, under the candidate's name
-                metric = protocol.candidate_runs(params.task)[candidate][0]
-                test, human = (_as_candidate(f, metric, candidate) for f in (test, human))
-                signatures = {candidate: signatures[metric]} if metric in signatures else {}
-            per_seed[seed]["test"].append(test.select("metric", "id", "source", "score"))
-            for name, frame in human.items():
-                per_seed[seed]["human"].setdefault(name, []).append(frame.select("metric", "id", "source", "score"))
-            per_seed[seed]["signatures"].update(signatures)
-            if n == 1 and not candidate:
-                texts = store.read_parquet(refs["rationales"].key).select("id", "source", "rationale")
-        per_seed[seed]["test"] = pl.concat(per_seed[seed]["test"])
+            runs.append(scored_run(protocol, params, seed, str(rationale_file), rows, halves, candidate, seconds))
+        texts = runs[0]["texts"] if texts is None else texts  # the rationales the first run scored (length)
+        seed_dir = out / f"seed-{seed}"
+        seed_dir.mkdir(exist_ok=True)
+        per_seed[seed] = {"test": pl.concat([r["test"] for r in runs]), "human": {},
+                          "signatures": {k: v for r in runs for k, v in r["signatures"].items()}}
         per_seed[seed]["test"].write_parquet(seed_dir / "scores.parquet")
-        for name, frames in per_seed[seed]["human"].items():
-            per_seed[seed]["human"][name] = pl.concat(frames)
+        for name in halves:
+            per_seed[seed]["human"][name] = pl.concat([r["human"][name] for r in runs])
             per_seed[seed]["human"][name].write_parquet(seed_dir / f"human-{name}.parquet")
     from larev.validity.evidence import SeedScores, evaluate
     from larev.validity.report import write_results

@@ -47,10 +47,10 @@ def cell_text(cell: dict | None) -> str:
     return text + ("†" if cell.get("trained_on") else MARKS[cell.get("met")])
 
 
-def criteria_table(results: dict, criteria: list[str]) -> str:
-    scorers = results["scorers"]
-    rows = [{"scorer": m, **{c: cell_text(cells.get(c)) for c in criteria}} for m, cells in scorers.items()
-            if any(c in cells for c in criteria)]
+def criteria_table(results: dict, criteria: list[str], scorers: list[str] | None = None) -> str:
+    """One row per scorer with a figure on any of `criteria` (those of `scorers` only, when given)."""
+    rows = [{"scorer": m, **{c: cell_text(cells.get(c)) for c in criteria}} for m, cells in results["scorers"].items()
+            if any(c in cells for c in criteria) and (scorers is None or m in scorers)]
     return markdown_table(pl.DataFrame(rows, schema={"scorer": pl.String, **{c: pl.String for c in criteria}}))
 
 
