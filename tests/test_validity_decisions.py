@@ -161,3 +161,52 @@ def test_larevs_candidates_stand_for_the_ablations_they_name():
                                                        for k, v in settings.items()})
         assert LarevConfig(**{**larev.model_dump(), "objective": objective.model_dump()}).objective_for(
             None, "nli") == larev.objective_for(ablation, "nli"), name
+
+
+def test_the_defaults_follow_the_committed_decisions():
+    """Every decision in the committed tune results (docs/validity/nli-tune.json) is what the code gives on the
+    protocol's backbone for the task's real data: a chosen candidate's settings are today's resolved defaults, and
+    where the default stays, no candidate's settings are all in force. docs/defaults.md cites the run."""
+    import json
+
+    from flows.pipeline import PipelineParams
+    from tasks.metric import resolved_params
+
+    results = json.loads((REPO / "docs" / "validity" / "nli-tune.json").read_text())
+    protocol = load_protocol(PROTOCOL)
+    assert set(results["decisions"]) == set(protocol.tasks["nli"].decisions)
+    params = PipelineParams.model_validate({"data": {"source": "files", "task": "nli", "train": "t.parquet",
+                                                     "test": "t.parquet"}, "model": {"backbone": results["backbone"]}})
+    resolved, _ = resolved_params(params, "nli", ("larev", "larev_vs_empty", "rora"))
+    tree = resolved.model_dump(mode="json")
+
+    def value(path: str):
+        node = tree
+        for part in path.split("."):
+            node = node[part]
+        return node
+
+    defaults = (REPO / "docs" / "defaults.md").read_text()
+    for metric, decision in results["decisions"].items():
+        if decision["chosen"]:
+            assert {k: value(k) for k in decision["settings"]} == pytest.approx(decision["settings"]), metric
+        for name, candidate in decision["candidates"].items():
+            assert candidate["scored"], name
+            if name != decision["chosen"]:
+                in_force = {k: value(k) for k in candidate["settings"]} == pytest.approx(candidate["settings"])
+                assert not in_force or decision["chosen"], (metric, name)
+        section = defaults.split(f"\n## {metric}\n", 1)[1].split("\n## ", 1)[0]  # the metric's section cites it
+        assert results["commit"][:7] in section and results["protocol"][:12] in section, metric
+
+
+def test_the_docs_show_the_committed_decisions():
+    """docs/validity.md's decisions are the committed tune results' (docs/validity/nli-tune.json), as
+    `decision_lines` writes them."""
+    import json
+
+    from larev.validity.report import decision_lines
+
+    results = json.loads((REPO / "docs" / "validity" / "nli-tune.json").read_text())
+    lines = decision_lines(results)
+    assert lines[0] == "## Defaults decided on this split"
+    assert "\n".join(lines[4:]).rstrip() in (REPO / "docs" / "validity.md").read_text()
