@@ -135,7 +135,8 @@ def test_table_cells_keep_pipes_and_stay_on_one_line():
 
 def test_what_fills_an_unset_setting_comes_from_the_presets_and_the_derived_settings():
     assert filled_by("larev.objective.lambda_irm") == ["thesis-nli", "thesis-qa", "small-backbone-nli",
-                                                       "small-backbone-qa"]
+                                                       "small-backbone-qa", "validity-tune-embedded-nli"]
+    assert filled_by("larev_vs_empty.lambda_irm") == ["validity-tune-embedded-nli", "=larev.objective.lambda_irm"]
     assert filled_by("larev_vs_empty.la_min_steps") == ["demo-embedded-no-rationale-reference",
                                                         "=larev.la_min_steps"]
     assert filled_by("rora.phi_train.learning_rate") == ["=train.learning_rate"]

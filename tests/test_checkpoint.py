@@ -96,7 +96,8 @@ def test_leakage_aware_training_resumes_to_the_uninterrupted_weights(tmp_path):
 
     def train(checkpointer=None, seed=2):
         model = tiny_evaluator(WORDS + LABELS, seed=seed)
-        result = train_leakage_aware(model, psi, data[:15], data[15:], [LABELS] * 3, config, LeakageAwareConfig(),
+        every_term = LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.005)  # the IRM and probe terms both on
+        result = train_leakage_aware(model, psi, data[:15], data[15:], [LABELS] * 3, config, every_term,
                                      "nli", progress=False, log_every=2, checkpointer=checkpointer)
         return model, result
 

@@ -48,11 +48,13 @@ def test_zero_terms_wait_for_their_start():
 def test_ramp_and_thesis_defaults():
     assert [ramp(s, total=9, fraction=1 / 3) for s in (0, 1, 2, 3, 8)] == pytest.approx([0, 1 / 3, 2 / 3, 1, 1])
     assert ramp(0, total=9, fraction=0) == 1.0
-    # unset weights read the presets: the thesis's for hub checkpoints, 1 (NLI) / 10 (QA) on the backbones trained here
+    # unset weights read the presets: the thesis's for hub checkpoints, 1 (NLI) / 10 (QA) on the backbones trained
+    # here; on the embedded backbone's real NLI data, what the validity benchmark's tune split decided (0 / 0)
     assert LeakageAwareConfig().weights("nli") == (25.0, 0.005)
     assert LeakageAwareConfig().weights("qa") == (5.0, 0.0005)
     assert LeakageAwareConfig(lambda_irm=0.0).weights("nli") == (0.0, 0.005)
-    assert LeakageAwareConfig().weights("nli", "embedded") == (1.0, 0.005)
+    assert LeakageAwareConfig().weights("nli", "embedded") == (0.0, 0.0)
+    assert LeakageAwareConfig().weights("nli", "minilm-frozen") == (1.0, 0.005)
     assert LeakageAwareConfig().weights("nli", "minilm") == (1.0, 0.005)  # 25 collapsed it on e-SNLI
     assert LeakageAwareConfig().weights("nli", "t5-large") == (25.0, 0.005)
     cfg = LarevConfig(objective=ThesisObjective(lambda_irm=2.0, lambda_probe=0.005, irm_on="label_set"))
@@ -110,8 +112,10 @@ def test_a_core_objective_left_unset_reads_the_zero_terms_preset_of_its_backbone
     frozen = LeakageAwareConfig().resolved("minilm-frozen")
     assert (frozen.lambda_borrowed, frozen.zero_terms_start) == (4.0, 0.75)
     assert frozen.resolved("embedded") == frozen  # a set value is kept
-    other = LeakageAwareConfig().resolved("embedded")
+    other = LeakageAwareConfig().resolved("minilm")
     assert (other.lambda_borrowed, other.zero_terms_start) == (2.0, 0.5)
+    decided = LeakageAwareConfig().resolved("embedded")  # the validity benchmark's tune split (NLI, real data)
+    assert (decided.lambda_borrowed, decided.zero_terms_start) == (4.0, 0.5)
     kept = LeakageAwareConfig(lambda_borrowed=1.5).resolved("minilm-frozen")
     assert (kept.lambda_borrowed, kept.zero_terms_start) == (1.5, 0.75)  # only the unset one resolves
 
@@ -282,14 +286,15 @@ def test_phi_la_training_smoke():
                        probe_input=baseline_input("a man <mask> a dog"), label=y,
                        candidates=tuple(LABELS))
             for y, w in zip(LABELS * 6, ["fruit", "tool", "dog"] * 6)]
+    thesis_terms = LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.005)  # the IRM and probe terms both on
     result = train_leakage_aware(phi_la, psi, data[:15], data[15:], [LABELS] * 3,
-                                 TrainConfig(epochs=2, batch_size=4, learning_rate=3e-3), LeakageAwareConfig(),
+                                 TrainConfig(epochs=2, batch_size=4, learning_rate=3e-3), thesis_terms,
                                  "nli", progress=False, log_every=2)
     assert len(result.history) == 2
     mean_val = [sum(h[f"val_logp_{e}"] for e in ("E1", "E2", "E3")) / 3 for h in result.history]
     assert result.best_epoch == 1 + mean_val.index(max(mean_val))  # selection by mean validation log p over envs
     assert {"erm", "irm", "probe", "val_logp_E1", "val_logp_E2", "val_logp_E3"} <= set(result.history[0])
-    assert result.trace[0].w_irm < result.trace[-1].w_irm == 1.0  # warm-up reached the embedded default
+    assert result.trace[0].w_irm < result.trace[-1].w_irm == 1.0  # warm-up reached the weight set
     assert all(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
     assert phi_la.meta["objective"]["effective_weights"] == {"lambda_irm": 1.0, "lambda_probe": 0.005,
                                                              "lambda_borrowed": 0.0}  # no borrowed rows here
@@ -444,13 +449,16 @@ def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():
 
 # the objective the planted figures below were first measured with (stop 40): the borrowed term at weight 1 from the
 # first step, no label statements; `planted_phrasing_scores(seed, PLANTED_OBJECTIVE_STOP40)` reproduces them
-PLANTED_OBJECTIVE_STOP40 = LeakageAwareConfig(lambda_borrowed=1.0, label_statements=0.0, zero_terms_start=0.0,
-                                              baseline_rationales=0.0)
+PLANTED_OBJECTIVE_STOP40 = LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.005, lambda_borrowed=1.0,
+                                              label_statements=0.0, zero_terms_start=0.0, baseline_rationales=0.0)
+# the objective the figures of the planted test were measured with: eq. 4.10's IRM and probe terms at 1 / 0.005, the
+# borrowed term at 2 from half-way, the label statements and baselines as rationales at their defaults
+PLANTED_OBJECTIVE = LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.005, lambda_borrowed=2.0, zero_terms_start=0.5)
 
 
-def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = LeakageAwareConfig(),
+def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = PLANTED_OBJECTIVE,
                             ) -> dict[str, dict[str, float]]:
-    """Mean LAREV scores (`new_information`, phi_LA trained on `objective`, default today's) of gold, borrowed and
+    """Mean LAREV scores (`new_information`, phi_LA trained on `objective`) of gold, borrowed and
     empty test rationales on planted data, for phi_LA and for the erm_envs control (the same objective with IRM,
     the probe, the borrowed term and the label statements off; `seed` draws the data and initialises the models).
     b's relation word carries the label, and so does r's phrasing (a hint word per label); r also names the
