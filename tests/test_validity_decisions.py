@@ -116,9 +116,10 @@ def test_the_protocol_checks_its_decisions(tmp_path):
 
     refused({"nonesuch": {"rev@x": {"a.b": 1}}}, "not one of scorers.metrics")
     refused({"larev": {}}, "no candidate")
-    refused({"larev": {"rev": {"a.b": 1}}}, "neither an ablation or control the run scores")  # another metric
-    refused({"larev": {"larev": {"a.b": 1}}}, "neither an ablation")
-    refused({"larev": {"larev_thesis": {"a.b": 1}}}, "neither an ablation")  # an ablation the protocol does not run
+    refused({"larev": {"rev": {"a.b": 1}}}, "neither one of LAREV's ablations or controls")  # another metric
+    refused({"larev": {"larev": {"a.b": 1}}}, "neither one of LAREV's")
+    refused({"larev": {"larev_thesis": {"a.b": 1}}}, "neither one of LAREV's")  # an ablation the protocol does not run
+    refused({"rora": {"larev_no_irm": {"a.b": 1}}}, "candidates for larev only")  # another metric's ablation
     refused({"larev": {"larev@Bad Label": {"a.b": 1}}}, "LABEL of lower-case")
     refused({"larev": {"larev_no_irm": {}}}, "no settings")
     protocol = load_protocol(_decisions_protocol(tmp_path, {"larev_vs_empty": {

@@ -154,9 +154,10 @@ class Protocol(_Strict):
                     if own_run and not CANDIDATE_NAME.fullmatch(name):
                         raise ValueError(f"{where}.{name}: a candidate run's name is {metric}@LABEL, LABEL of "
                                          "lower-case letters, digits, '_', '.' and '-'")
-                    if not own_run and name not in variants:
-                        raise ValueError(f"{where}.{name}: neither an ablation or control the run scores "
-                                         f"({variants}) nor a candidate run ({metric}@LABEL)")
+                    if not own_run and (metric != "larev" or name not in variants):
+                        raise ValueError(f"{where}.{name}: neither one of LAREV's ablations or controls the run "
+                                         f"scores ({variants}, candidates for larev only) nor a candidate run "
+                                         f"({metric}@LABEL)")
                     if not settings:
                         raise ValueError(f"{where}.{name}: no settings (the dotted paths this candidate stands for)")
         return self
