@@ -30,8 +30,10 @@ class ThesisObjective(_Config):
     and task (larev/presets.toml)."""
 
     lambda_irm: float | None = Field(None, ge=0, description="IRMv1 weight; unset: the preset (the thesis's 25 / 5 on "
-                                                             "hub checkpoints, 1 / 10 on the backbones trained here)")
-    lambda_probe: float | None = Field(None, ge=0, description="probe-loss weight; unset: the preset (the thesis's)")
+                                                             "hub checkpoints, 1 / 10 on the backbones trained here; "
+                                                             "0 on the embedded backbone's real NLI data)")
+    lambda_probe: float | None = Field(None, ge=0, description="probe-loss weight; unset: the preset (the thesis's; 0 on "
+                                                               "the embedded backbone's real NLI data)")
     warmup_fraction: float = Field(1 / 3, ge=0, le=1, description="both weights ramp up over this share of steps")
     probe_bound: bool = Field(True, description="clip the subtracted probe loss at chance level (log K): a "
                                                 "deliberate departure from eq. 4.10, whose subtraction is unbounded "
@@ -47,7 +49,8 @@ class ZeroTerms(_Config):
     lambda_borrowed: float | None = Field(
         None, ge=0, description="weight of the borrowed-rationale consistency term: KL(sg p(.|empty, b_e) || "
                                 "p(.|r', b_e)) over the label set, r' another training instance's rationale with "
-                                "the same label. 0: off. Unset: the preset (2; 4 on minilm-frozen)")
+                                "the same label. 0: off. Unset: the preset (2; 4 on minilm-frozen and on the embedded "
+                                "backbone's real NLI data)")
     label_statements: float = Field(
         0.5, ge=0, le=1, description="share of the borrowed-rationale rows whose r' states the label and nothing "
                                      "else ('It is {label}.'; instances.LABEL_STATEMENT_TEMPLATES), never the "
