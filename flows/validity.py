@@ -236,7 +236,9 @@ def validity_benchmark(params: ValidityParams) -> dict:
     seconds["inputs"] = time.perf_counter() - started - seconds.get("generators", 0.0)
     seeds = params.seeds or protocol.seeds
     per_seed: dict[int, dict] = {}
-    candidates = list(protocol.candidate_runs(params.task)) if params.split == "tune" else []
+    metrics = params.metrics or protocol.scorers.metrics  # a candidate of a metric the run leaves out is not run
+    candidates = [name for name, (metric, _) in protocol.candidate_runs(params.task).items()
+                  if metric in metrics] if params.split == "tune" else []
     texts = None
     for n, seed in enumerate(seeds, 1):
         print(f"seed {seed} ({n} of {len(seeds)})", flush=True)

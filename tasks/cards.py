@@ -186,7 +186,8 @@ CARDS: dict[str, CardText] = {
         source=("no paper equation: larev's own metric (docs/methods.md, LAREV step 6). Its first term is "
                 "[larev](larev.md)'s (the thesis's eq. 4.4); phi_LA' is trained by eq. 4.10's terms plus the zero "
                 "terms (the thesis names invariance on the rationale side as future work)"),
-        terms=("phi_LA': a second phi_LA trained on LAREV's environments and probe with `larev`'s eq. 4.10 terms, "
+        terms=("phi_LA': a second phi_LA trained on LAREV's environments and probe with `larev`'s eq. 4.10 terms "
+               "(its own IRM and probe weights where set), "
                "plus: every training instance also as [empty, b_e] -> y (its own cross-entropy term, out of the IRM "
                "penalty); the borrowed-rationale term lambda_borrowed * KL(sg p(. | empty, b_e) || p(. | r', b_e)), "
                "r' another training instance's rationale with the same label, a statement of the label, or b "
@@ -208,7 +209,7 @@ CARDS: dict[str, CardText] = {
             "`empty` variants are: those cells measure a trained behaviour on new pairs, not evidence (the validity "
             "benchmark marks them † and does not judge them).",
             "On the validity benchmark's NLI tune split (embedded, 5 seeds) it agrees with people least of the metrics "
-            "(AUROC 0.476 [0.438, 0.514], chance) and meets 3 of the 21 criteria it is judged on: holding the zero "
+            "(AUROC 0.476 [0.438, 0.514], chance) and meets 3 of the 22 criteria it is judged on: holding the zero "
             "costs the reading.",
             f"Its minilm-frozen settings were chosen partly on the SNLI acceptability file, so that file's agreement "
             f"there is not an untouched measurement ([defaults]({DEFAULTS}#larev_vs_empty)).",
@@ -424,8 +425,25 @@ def validity_lines(name: str) -> list[str]:
                      + ("; one seed: the intervals cover the instances only" if len(results["seeds"]) == 1 else "")
                      + ("; partial: not every scorer or seed of the protocol" if results.get("partial") else "")
                      + "): " + "; ".join(human) + "; " + ", ".join(counts)
-                     + f"; {met} of {judged} thresholds in all (✓ met, ✗ not).")
+                     + f"; {met} of {judged} thresholds in all (✓ met, ✗ not)." + decided_line(results, name))
     return lines + generator_order_lines(name)
+
+
+def decided_line(results: dict, name: str) -> str:
+    """Where the run itself moved `name`'s default (its `decisions`): the candidate it chose, its settings and what
+    it meets. Empty where the default stayed or the run decided nothing."""
+    decision = (results.get("decisions") or {}).get(name) or {}
+    chosen = decision.get("chosen")
+    if not chosen:
+        return ""
+    met, judged, _ = met_counts(results)[chosen]
+    settings = ", ".join(f"`{k}={v}`" for k, v in decision["settings"].items())
+    return (f" These are the settings the run started with; by the protocol's decision rule the run then moved the "
+            f"default on this backbone to `{chosen}` ({settings}; [the decision]({VALIDITY_PAGE}#defaults-decided-on-"
+            f"the-tune-split)): AUROC "
+            + "; ".join(cell_text(results["scorers"][chosen][c]) for c in human_criteria(results)
+                        if c.startswith("acceptability_auroc/") and c in results["scorers"][chosen])
+            + f", {met} of {judged} thresholds.")
 
 
 def generator_order_lines(name: str) -> list[str]:

@@ -222,7 +222,7 @@ class LeakageAware(Metric):
         cfg = run.params.larev
         terms, envs, probe = leakage_environments(run, models)
 
-        trained: list[tuple[object, ArtifactRef]] = []  # (objective, phi_LA) of each phi_LA trained so far
+        trained: list[tuple[LeakageAwareConfig, ArtifactRef]] = []  # (objective, phi_LA) of each one trained so far
 
         def trained_phi_la(ablation: str | None) -> ArtifactRef:
             """The phi_LA of an ablation; one whose objective equals one trained already (an ablation that sets

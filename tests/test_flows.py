@@ -109,7 +109,7 @@ def test_cold_run_writes_readable_scores(first_run):
 
     assert unset_settings(record["params"], ("model", "train", "score", "baselines", "larev", "rora")) == []
     assert "definition" not in record["params"]["larev"] and record["params"]["larev_vs_empty"]["enabled"] is False
-    assert record["params"]["larev"]["objective"]["lambda_irm"] == 1.0  # the embedded backbone's NLI preset
+    assert record["params"]["larev"]["objective"]["lambda_irm"] == 1.0  # the embedded backbone's NLI demo preset
     assert record["resolved_from"]["larev.objective.lambda_irm"] == "small-backbone-nli"
     assert record["resolved_from"]["larev.la_train.learning_rate"] == "=train.learning_rate"
     # a signature per metric: in run.json, on every score row and summary row, and in the report

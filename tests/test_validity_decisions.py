@@ -99,6 +99,17 @@ def test_evaluate_decides_by_the_paired_criteria_on_the_tune_split_only(tmp_path
     assert "decisions" not in evaluate(protocol, "nli", per_seed, {}, decide=False)
 
 
+def test_a_candidate_scored_on_other_seeds_than_its_default_is_not_compared(tmp_path):
+    from larev.validity.evidence import SeedScores, evaluate
+
+    protocol = load_protocol(_decisions_protocol(tmp_path, {"larev": {"larev_no_irm": {"larev.objective.lambda_irm": 0}}}))
+    per_seed, _ = _per_seed({"larev": 0.0, "larev_no_irm": 1.5})
+    one = per_seed[1].test
+    per_seed[1] = SeedScores(test=one.filter(one["metric"] != "larev_no_irm"))  # seed 1 lacks the candidate
+    decision = evaluate(protocol, "nli", per_seed, {}, decide=True)["decisions"]["larev"]
+    assert decision["candidates"]["larev_no_irm"]["scored"] is False and decision["chosen"] is None
+
+
 def test_a_worse_candidate_does_not_replace_the_default(tmp_path):
     from larev.validity.evidence import evaluate
 
@@ -153,9 +164,13 @@ def test_larevs_candidates_stand_for_the_ablations_they_name():
 
     protocol = load_protocol(PROTOCOL)
     params = PipelineParams.model_validate({"data": {"source": "files", "task": "nli", "train": "t.parquet", "test": "t.parquet"},
-                                            "model": {"backbone": protocol.backbone}})
+                                            "model": {"backbone": protocol.backbone},
+                                            # the weights the candidates were read against (the default then)
+                                            "larev": {"objective": {"lambda_irm": 1.0, "lambda_probe": 0.005}}})
     resolved, _ = resolved_params(params, "nli", ("larev",))
     larev = resolved.larev
+    objectives = {larev.objective_for(a, "nli") for a in (None, "no_irm", "no_probe", "erm_envs")}
+    assert len(objectives) == 4  # four different objectives: the check below can tell them apart
     for name, settings in protocol.tasks["nli"].decisions["larev"].items():
         ablation = name.removeprefix("larev_").removeprefix("control_")
         objective = larev.objective.model_copy(update={k.removeprefix("larev.objective."): v
@@ -189,13 +204,12 @@ def test_the_defaults_follow_the_committed_decisions():
 
     defaults = (REPO / "docs" / "defaults.md").read_text()
     for metric, decision in results["decisions"].items():
-        if decision["chosen"]:
+        assert all(candidate["scored"] for candidate in decision["candidates"].values()), metric
+        if decision["chosen"]:  # the chosen settings are in force
             assert {k: value(k) for k in decision["settings"]} == pytest.approx(decision["settings"]), metric
-        for name, candidate in decision["candidates"].items():
-            assert candidate["scored"], name
-            if name != decision["chosen"]:
-                in_force = {k: value(k) for k in candidate["settings"]} == pytest.approx(candidate["settings"])
-                assert not in_force or decision["chosen"], (metric, name)
+        else:  # the default stays: no candidate's settings are all in force
+            for name, candidate in decision["candidates"].items():
+                assert {k: value(k) for k in candidate["settings"]} != pytest.approx(candidate["settings"]), name
         section = defaults.split(f"\n## {metric}\n", 1)[1].split("\n## ", 1)[0]  # the metric's section cites it
         assert results["commit"][:7] in section and results["protocol"][:12] in section, metric
 

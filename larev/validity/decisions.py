@@ -14,11 +14,18 @@ from __future__ import annotations
 from typing import Any
 
 
-def decide(metric: str, candidates: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, dict]]) -> dict:
+RULES = ("paired-wins-minus-losses",)
+
+
+def decide(metric: str, candidates: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, dict]],
+           rule: str = "paired-wins-minus-losses") -> dict:
     """The decision for `metric`. candidates: name -> the settings it stands for (the protocol's order);
     comparisons: name -> {CRITERION: {"difference", "low", "high", ...}} of candidate - default (a candidate the
-    run did not score is absent). Returns {"rule", "candidates": {name: {"settings", "scored", "better", "worse",
-    "criteria", "margin", "replaces"}}, "chosen": name or None, "settings": the chosen settings ({} to keep)}."""
+    run did not score, or scored on other seeds than the default, is absent). Returns {"rule", "default",
+    "candidates": {name: {"settings", "scored", "better", "worse", "criteria", "margin", "replaces"}}, "chosen":
+    name or None, "settings": the chosen settings ({} to keep)}."""
+    if rule not in RULES:
+        raise ValueError(f"unknown decision rule {rule!r} (known: {', '.join(RULES)})")
     out: dict[str, dict] = {}
     for name, settings in candidates.items():
         pairs = comparisons.get(name)
@@ -32,5 +39,5 @@ def decide(metric: str, candidates: dict[str, dict[str, Any]], comparisons: dict
                      "replaces": len(better) > len(worse)}
     winners = [name for name in candidates if out[name]["replaces"]]
     chosen = max(winners, key=lambda name: (out[name]["margin"], -winners.index(name))) if winners else None
-    return {"rule": "paired-wins-minus-losses", "default": metric, "candidates": out, "chosen": chosen,
+    return {"rule": rule, "default": metric, "candidates": out, "chosen": chosen,
             "settings": dict(candidates[chosen]) if chosen else {}}

@@ -287,7 +287,11 @@ def evaluate(protocol: Protocol, task: str, per_seed: dict[int, SeedScores], ann
     scorers = {m: c.cells[m] for m in _order(c.cells)}
     extra = {"generators": {"order": generators, "tiers": tiers, "mean_score": generator_means}} if generators else {}
     if decide and known and known.decisions:
-        extra["decisions"] = decisions(c, task)
+        seeds_of: dict[str, list[int]] = {}
+        for seed, scores in sorted(per_seed.items()):
+            for name in scores.test["metric"].unique().to_list():
+                seeds_of.setdefault(name, []).append(seed)
+        extra["decisions"] = decisions(c, task, seeds_of)
     return {"scorers": scorers, "best": best_by_criterion(c), "versus": versus(c), "n": n, **extra,
             "gold_sd": {m: v for m, v in gold_sd.items() if v is not None},
             "context": {k: v for k, v in c.context.items() if v}}
@@ -358,14 +362,17 @@ def versus(c: _Collector) -> dict[str, dict]:
     return out
 
 
-def decisions(c: _Collector, task: str) -> dict[str, dict]:
+def decisions(c: _Collector, task: str, seeds_of: dict[str, list[int]]) -> dict[str, dict]:
     """The protocol's decisions for the task (tasks.<task>.decisions), each metric's candidates read against it by
-    larev/validity/decisions.py's rule; a metric the run did not score is left out."""
+    the protocol's rule (larev/validity/decisions.py); a metric the run did not score is left out, and so is a
+    candidate scored on other seeds than its default (`seeds_of`: the seeds each scorer has scores from), which
+    the paired draws could not pair."""
     from larev.validity.decisions import decide
 
     out: dict[str, dict] = {}
     for metric, candidates in c.protocol.tasks[task].decisions.items():
         if metric in c.cells:
-            out[metric] = decide(metric, candidates, {name: paired_versus(c, name, metric)
-                                                      for name in candidates if name in c.cells})
+            out[metric] = decide(metric, candidates, {
+                name: paired_versus(c, name, metric) for name in candidates
+                if name in c.cells and seeds_of.get(name) == seeds_of.get(metric)}, c.protocol.decision_rule)
     return out

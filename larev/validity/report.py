@@ -47,10 +47,9 @@ def cell_text(cell: dict | None) -> str:
     return text + ("†" if cell.get("trained_on") else MARKS[cell.get("met")])
 
 
-def criteria_table(results: dict, criteria: list[str], scorers: list[str] | None = None) -> str:
-    """One row per scorer with a figure on any of `criteria` (those of `scorers` only, when given)."""
+def criteria_table(results: dict, criteria: list[str]) -> str:
     rows = [{"scorer": m, **{c: cell_text(cells.get(c)) for c in criteria}} for m, cells in results["scorers"].items()
-            if any(c in cells for c in criteria) and (scorers is None or m in scorers)]
+            if any(c in cells for c in criteria)]
     return markdown_table(pl.DataFrame(rows, schema={"scorer": pl.String, **{c: pl.String for c in criteria}}))
 
 
@@ -292,10 +291,14 @@ def decision_lines(results: dict) -> list[str]:
     decisions = results.get("decisions") or {}
     if not decisions:
         return []
+    rule = next(iter(decisions.values())).get("rule", "paired-wins-minus-losses")
     lines = ["## Defaults decided on this split", "",
-             "Rule `paired-wins-minus-losses`: a candidate replaces the default when, paired over seeds and "
+             f"Rule `{rule}`: a candidate replaces the default when, paired over seeds and "
              "instances, it is better beyond the interval on more criteria than it is worse (of several, the "
              "largest margin; ties to the first listed).", ""]
+    if results.get("partial"):
+        lines += ["**Partial run**: these decisions are not the protocol's (not every seed, metric or row, or "
+                  "settings overridden).", ""]
     for metric, decision in decisions.items():
         chosen = decision.get("chosen")
         settings = ", ".join(f"`{k}={v}`" for k, v in decision.get("settings", {}).items())
@@ -304,7 +307,7 @@ def decision_lines(results: dict) -> list[str]:
         for name, candidate in decision["candidates"].items():
             stands = ", ".join(f"`{k}={v}`" for k, v in candidate["settings"].items())
             if not candidate["scored"]:
-                lines.append(f"  - {name} ({stands}): not scored in this run")
+                lines.append(f"  - {name} ({stands}): not scored in this run on the default's seeds")
                 continue
             better, worse = candidate["better"], candidate["worse"]
             lines.append(f"  - {name} ({stands}): better on {len(better)}, worse on {len(worse)} of "
