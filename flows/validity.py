@@ -112,10 +112,12 @@ def _as_candidate(scores, metric: str, candidate: str):
 
 
 def scored_run(protocol: Protocol, params: ValidityParams, seed: int, rationales: str, rows: str,
-               halves: dict[str, str], candidate: str | None, seconds: dict[str, float]) -> dict:
+               halves: dict[str, str], candidate: str | None, seconds: dict[str, float], *,
+               with_texts: bool = False) -> dict:
     """One pipeline run of a seed (the protocol's, or a decision candidate's) and its scores of the human halves:
-    {"test", "human": {file: scores}, "signatures", "texts"} (scores: metric, id, source, score; a candidate's
-    are its metric's, under the candidate's name). Adds the run's times to `seconds`."""
+    {"test", "human": {file: scores}, "signatures"} (scores: metric, id, source, score; a candidate's are its
+    metric's, under the candidate's name), and with `with_texts` "texts": the rationales it scored. Adds the
+    run's times to `seconds`."""
     from flows.human import score_annotations
     from flows.pipeline import larev_pipeline
     from flows.score import finished_run
@@ -143,9 +145,11 @@ def scored_run(protocol: Protocol, params: ValidityParams, seed: int, rationales
         test, human = _as_candidate(test, metric, candidate), _as_candidate(human, metric, candidate)
         signatures = {candidate: signatures[metric]} if metric in signatures else {}
     columns = ("metric", "id", "source", "score")
-    return {"test": test.select(*columns), "human": {k: v.select(*columns) for k, v in human.items()},
-            "signatures": signatures,
-            "texts": store.read_parquet(refs["rationales"].key).select("id", "source", "rationale")}
+    out = {"test": test.select(*columns), "human": {k: v.select(*columns) for k, v in human.items()},
+           "signatures": signatures}
+    if with_texts:
+        out["texts"] = store.read_parquet(refs["rationales"].key).select("id", "source", "rationale")
+    return out
 
 
 def split_rows(protocol: Protocol, params: ValidityParams) -> str:
@@ -246,7 +250,8 @@ def validity_benchmark(params: ValidityParams) -> dict:
         for candidate in [None, *candidates]:  # the protocol's run, then each decision candidate's own run
             if candidate:
                 print(f"seed {seed}: decision candidate {candidate}", flush=True)
-            runs.append(scored_run(protocol, params, seed, str(rationale_file), rows, halves, candidate, seconds))
+            runs.append(scored_run(protocol, params, seed, str(rationale_file), rows, halves, candidate, seconds,
+                                   with_texts=texts is None and candidate is None))
         texts = runs[0]["texts"] if texts is None else texts  # the rationales the first run scored (length)
         seed_dir = out / f"seed-{seed}"
         seed_dir.mkdir(exist_ok=True)

@@ -69,30 +69,28 @@ def _protocol(root: Path, data: Path, human: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def report_run(tmp_path_factory, prefect_harness):
+def _tiny_run(root: Path, split: str) -> tuple[Path, dict]:
+    """`validity_benchmark` on the tiny protocol's `split` (REV and LAREV, tiny models) under `root`."""
     from flows.validity import ValidityParams, validity_benchmark
 
-    root = tmp_path_factory.mktemp("validity")
     data, human = _files(root)
     protocol = _protocol(root, data, human)
-    params = ValidityParams(protocol=str(protocol), split="report", out=str(root / "out"), metrics=["rev", "larev"],
+    params = ValidityParams(protocol=str(protocol), split=split, out=str(root / "out"), metrics=["rev", "larev"],
                             overrides=TINY_SETTINGS, artifact_root=str(root / "store"), run_dir=str(root / "runs"),
                             ledger=str(root / "ledger.jsonl"), progress=False)
-    return root, protocol, validity_benchmark(params)
+    return protocol, validity_benchmark(params)
+
+
+@pytest.fixture(scope="module")
+def report_run(tmp_path_factory, prefect_harness):
+    root = tmp_path_factory.mktemp("validity")
+    return root, *_tiny_run(root, "report")
 
 
 @pytest.fixture(scope="module")
 def tune_run(tmp_path_factory, prefect_harness):
-    from flows.validity import ValidityParams, validity_benchmark
-
     root = tmp_path_factory.mktemp("validity-tune")
-    data, human = _files(root)
-    protocol = _protocol(root, data, human)
-    params = ValidityParams(protocol=str(protocol), split="tune", out=str(root / "out"), metrics=["rev", "larev"],
-                            overrides=TINY_SETTINGS, artifact_root=str(root / "store"), run_dir=str(root / "runs"),
-                            ledger=str(root / "ledger.jsonl"), progress=False)
-    return root, validity_benchmark(params)["results"]
+    return root, _tiny_run(root, "tune")[1]["results"]
 
 
 def test_the_tune_split_scores_each_decision_candidate_and_decides(tune_run):

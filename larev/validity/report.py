@@ -291,9 +291,8 @@ def decision_lines(results: dict) -> list[str]:
     decisions = results.get("decisions") or {}
     if not decisions:
         return []
-    rule = next(iter(decisions.values())).get("rule", "paired-wins-minus-losses")
     lines = ["## Defaults decided on this split", "",
-             f"Rule `{rule}`: a candidate replaces the default when, paired over seeds and "
+             f"Rule `{next(iter(decisions.values()))['rule']}`: a candidate replaces the default when, paired over seeds and "
              "instances, it is better beyond the interval on more criteria than it is worse (of several, the "
              "largest margin; ties to the first listed).", ""]
     if results.get("partial"):
