@@ -22,7 +22,7 @@ from tasks.runtime.cache import larev_task
 from tasks.runtime.checkpoints import epoch_checkpoints
 from tasks.metric import Metric, MetricOption, Run, Trained
 from tasks.runtime.outputs import put_bytes, put_table
-from tasks.rev import score_with_estimator, train_model
+from tasks.rev import relabel_scores, score_with_estimator, train_model
 from tasks.training import (new_run_evaluator, put_evaluator, split_train_validation,
                             train_val_examples, training_frame)
 
@@ -267,8 +267,16 @@ class LeakageAware(Metric):
             raise ConfigError(f"this run's LAREV phi_LA was trained under larev.definition={saved['definition']}, "
                               "which is the metric larev_vs_empty now; `larev` is eq. 4.4 with the thesis's phi_LA. "
                               "Run the pipeline again (larev run ..., --larev-vs-empty for the other) to score with it")
-        return [score_with_estimator(run, name, models[name], models["phi_base"], rationales, zero="base")
-                for name in self.model_names(models)]
+        scored: dict[ArtifactRef, ArtifactRef] = {}  # model -> its score table, for names that share a model
+        out = []
+        for name in self.model_names(models):
+            model = models[name]
+            if model in scored:  # an ablation or control that is the same phi_LA: its rows, relabelled
+                out.append(run.steps.run(relabel_scores, scored[model], name, step_label=f"{run.label}score-{name}"))
+                continue
+            scored[model] = score_with_estimator(run, name, model, models["phi_base"], rationales, zero="base")
+            out.append(scored[model])
+        return out
 
     def bench_summary(self, artifacts: dict, store) -> dict | None:
         from larev.methods.leakage_aware.bench import larev_bench_summary

@@ -66,6 +66,13 @@ def score_metric(store: ArtifactStore, metric: str, phi: ArtifactRef, phi_base: 
     return put_table(store, "scores.parquet", scores)
 
 
+@larev_task("relabel-scores", task_run_name="score-{metric}")
+def relabel_scores(store: ArtifactStore, scores: ArtifactRef, metric: str) -> ArtifactRef:
+    """Another metric's score table under `metric`'s name: what a score step gives for a model already scored
+    under another name (the same artifact, the same rows), without scoring it again."""
+    return put_table(store, "scores.parquet", store.read_parquet(scores.key).with_columns(metric=pl.lit(metric)))
+
+
 def score_with_estimator(run: Run, metric: str, phi: ArtifactRef, phi_base: ArtifactRef,
                          rationales: ArtifactRef | list[ArtifactRef], zero: str = "base") -> ArtifactRef:
     """REV's estimator (eq. 5) of `metric` with `phi` as g' and, as the zero point, phi_base on b (`zero`

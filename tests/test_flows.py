@@ -198,12 +198,16 @@ def test_controls_add_only_their_steps_and_larev_with_phi_is_rev_exactly(first_r
 
 def test_an_ablation_whose_objective_is_the_defaults_reuses_phi_la_instead_of_training_again(first_run):
     """With LAREV's IRM weight at 0, the no_irm ablation and the erm_envs control ask for phi_LA's own objective
-    (and no_probe for erm_envs' when the probe weight is 0 too): one training each distinct objective, the same
-    model under each name, the same scores."""
+    (and no_probe for erm_envs' when the probe weight is 0 too): one training and one scoring each distinct
+    objective, the same model under each name, the same scores."""
     root, _ = first_run
     larev = TINY_LAREV.model_copy(update={"objective": ThesisObjective(lambda_irm=0.0), "controls": ["erm_envs"],
                                           "ablations": ["no_irm", "no_probe"]})
+    relabelled = root / "store" / "relabel-scores"
+    before = len(list(relabelled.iterdir())) if relabelled.exists() else 0
     result = larev_pipeline(tiny_params(root, larev=larev, run_name="tiny-irm-0"))
+    # each model scored once: the second name of a shared phi_LA gets the first's rows under its own name
+    assert len(list(relabelled.iterdir())) - before == 2
     trained = [step for step in ran(result) if step.startswith("train-larev")]
     assert trained == ["train-larev", "train-larev_no_probe"]  # larev = no_irm; no_probe (0, 0) = erm_envs
     artifacts = run_json(result)["artifacts"]
