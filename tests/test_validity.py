@@ -367,3 +367,32 @@ def test_the_results_page_opens_with_the_committed_metric_headline():
     assert page.index("## Headline") == page.index("## ")  # the first section
     assert metric_headline(results) in page
     assert not results.get("partial") and len(results["seeds"]) >= 5
+
+
+def test_the_report_split_beside_the_tune_split_counts_kept_verdicts_and_moved_bests():
+    from larev.validity.report import split_comparison
+
+    def cell(value, met):
+        return {"value": value, "low": value - 0.1, "high": value + 0.1, "met": met}
+
+    tune = {"protocol": "abc", "task": "nli", "split": "tune",
+            "scorers": {"rev": {"acceptability_auroc/snli": cell(0.6, True), "variant_order/leaky": cell(0.8, True),
+                                "variant_order/borrowed": {**cell(0.5, None), "trained_on": True}},
+                        "rev@x": {"acceptability_auroc/snli": cell(0.7, True)}},
+            "best": {"acceptability_auroc/snli": {"scorer": "rev@x", "value": 0.7},
+                     "variant_order/leaky": {"scorer": "rev", "value": 0.8}}}
+    report = {"protocol": "abc", "task": "nli", "split": "report",
+              "scorers": {"rev": {"acceptability_auroc/snli": cell(0.55, True), "variant_order/leaky": cell(0.7, False),
+                                  "variant_order/borrowed": cell(0.5, False)}},
+              "best": {"acceptability_auroc/snli": {"scorer": "rev", "value": 0.55},
+                       "variant_order/leaky": {"scorer": "rev", "value": 0.7}}}
+    header, rule, row, blank, same, moved = split_comparison(tune, report)
+    # the candidate scored on tune only has no row; borrowed is judged on report only: not a kept verdict
+    assert header == ("| scorer | met, tune | met, report | verdicts kept | auroc/snli, tune | auroc/snli, report |")
+    assert row == "| rev | 2 of 2 | 1 of 3 | 1 of 2 | 0.600 [0.500, 0.700] ✓ | 0.550 [0.450, 0.650] ✓ |"
+    assert same == "The best scorer per criterion is the same on both splits for 1 of 2 criteria; it differs on:"
+    assert moved == "- `acceptability_auroc/snli`: rev@x 0.700 on tune, rev 0.550 on report"
+    with pytest.raises(ValueError, match="different protocols"):
+        split_comparison(tune, {**report, "protocol": "abd"})
+    with pytest.raises(ValueError, match="expected a tune and a report run"):
+        split_comparison(report, tune)

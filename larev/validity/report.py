@@ -284,6 +284,47 @@ def results_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+def split_comparison(tune: dict, report: dict) -> list[str]:
+    """The report split's results beside the tune split's (two results.json of one task and protocol): per scorer
+    both runs scored, the thresholds met on each split, how many verdicts (met or not, on a criterion both judge)
+    the report split kept, and each human acceptability figure on both; then the criteria whose best scorer
+    differs between the splits. Instances differ between the splits, so no interval is paired across them."""
+    if tune["protocol"] != report["protocol"] or tune.get("task") != report.get("task"):
+        raise ValueError(f"tune and report results come from different protocols or tasks: "
+                         f"{tune['protocol'][:12]} {tune.get('task')} vs {report['protocol'][:12]} {report.get('task')}")
+    if (tune.get("split"), report.get("split")) != ("tune", "report"):
+        raise ValueError(f"expected a tune and a report run, got {tune.get('split')!r} and {report.get('split')!r}")
+    tune_counts, report_counts = met_counts(tune), met_counts(report)
+    human = [c for c in human_criteria(report) if c.split("/")[0] in ("acceptability_auroc", "pairwise")]
+    rows = []
+    for scorer, cells in report["scorers"].items():
+        before = tune["scorers"].get(scorer)
+        if before is None:
+            continue
+        both = [c for c, cell in cells.items()
+                if cell.get("met") is not None and (before.get(c) or {}).get("met") is not None]
+        kept = sum(cells[c]["met"] == before[c]["met"] for c in both)
+        row = {"scorer": scorer,
+               "met, tune": "{} of {}".format(*tune_counts[scorer][:2]),
+               "met, report": "{} of {}".format(*report_counts[scorer][:2]),
+               "verdicts kept": f"{kept} of {len(both)}"}
+        for c in human:
+            name = c.replace("acceptability_", "")
+            row[f"{name}, tune"] = cell_text(before.get(c))
+            row[f"{name}, report"] = cell_text(cells.get(c))
+        rows.append(row)
+    columns = list(rows[0]) if rows else ["scorer"]
+    lines = [*markdown_table(pl.DataFrame(rows, schema={c: pl.String for c in columns})).splitlines(), ""]
+    tune_best, report_best = tune.get("best", {}), report.get("best", {})
+    shared = [c for c in report_best if c in tune_best]
+    moved = [c for c in shared if tune_best[c]["scorer"] != report_best[c]["scorer"]]
+    lines.append(f"The best scorer per criterion is the same on both splits for {len(shared) - len(moved)} of "
+                 f"{len(shared)} criteria" + ("." if not moved else "; it differs on:"))
+    lines += [f"- `{c}`: {tune_best[c]['scorer']} {_num(tune_best[c]['value'])} on tune, "
+              f"{report_best[c]['scorer']} {_num(report_best[c]['value'])} on report" for c in moved]
+    return lines
+
+
 def decision_lines(results: dict) -> list[str]:
     """The defaults decided on this (tune) run by the protocol's rule (larev/validity/decisions.py): per metric,
     each candidate's settings, the criteria it is better and worse on beyond the paired interval, and what is
