@@ -26,7 +26,7 @@ from larev.config import Device
 from larev.data.files import read_table
 from larev.data.sources import parse_slice
 from larev.human.annotations import read_annotations
-from larev.validity.protocol import Protocol, check_inputs, load_protocol, protocol_digest
+from larev.validity.protocol import Protocol, check_inputs, load_protocol, protocol_digest, read_beside
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 
@@ -53,6 +53,8 @@ class ValidityParams(BaseModel):
     artifact_root: str = Field(".larev/store", description="artifact store: a local path or s3://bucket/prefix")
     run_dir: str = Field("runs", description="each seed's pipeline run goes to RUN_DIR/validity-...")
     ledger: str = Field(DEFAULT_LEDGER, description="the report split's ledger (one JSON line per run)")
+    beside: str | None = Field(None, description="report split: the tune run's results.json, set beside this run's "
+                                                  "in results.md")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
 
@@ -206,6 +208,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     protocol, digest = load_protocol(params.protocol), protocol_digest(params.protocol)  # read once, at the start
     commit = _commit()  # the code that runs, as it is when the run starts
     files = check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
+    beside = read_beside(params.beside, params.protocol, params.task, params.split) if params.beside else None
     out = Path(params.out)
     out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
@@ -281,7 +284,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
                "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()},
                "seconds": {k: round(v, 1) for k, v in seconds.items()},
                **results}
-    results = write_results(out, results)
+    results = write_results(out, results, beside)
     if params.split == "report":
         append_ledger(params.ledger, results, out=str(out))
     print(f"validity results in {out}: results.json, results.md, results.png", flush=True)

@@ -16,6 +16,7 @@ from flows.cli import main
 from larev.config import DemoDataConfig
 from larev.data.demo import generate_demo
 from larev.validity.protocol import protocol_digest
+from larev.validity.report import cell_text
 from larev.validity.ledger import read_ledger
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,7 +70,7 @@ def _protocol(root: Path, data: Path, human: Path) -> Path:
     return path
 
 
-def _tiny_run(root: Path, split: str) -> tuple[Path, dict]:
+def _tiny_run(root: Path, split: str, beside: Path | None = None) -> tuple[Path, dict]:
     """`validity_benchmark` on the tiny protocol's `split` (REV and LAREV, tiny models) under `root`."""
     from flows.validity import ValidityParams, validity_benchmark
 
@@ -77,14 +78,24 @@ def _tiny_run(root: Path, split: str) -> tuple[Path, dict]:
     protocol = _protocol(root, data, human)
     params = ValidityParams(protocol=str(protocol), split=split, out=str(root / "out"), metrics=["rev", "larev"],
                             overrides=TINY_SETTINGS, artifact_root=str(root / "store"), run_dir=str(root / "runs"),
-                            ledger=str(root / "ledger.jsonl"), progress=False)
+                            ledger=str(root / "ledger.jsonl"), beside=str(beside) if beside else None,
+                            progress=False)
     return protocol, validity_benchmark(params)
+
+
+# a tune run's results of the tiny protocol, for the report run to be set beside: REV at an AUROC of 0.9
+TUNE_AUROC = {"value": 0.9, "low": 0.8, "high": 0.95, "met": True}
 
 
 @pytest.fixture(scope="module")
 def report_run(tmp_path_factory, prefect_harness):
     root = tmp_path_factory.mktemp("validity")
-    return root, *_tiny_run(root, "report")
+    tune = root / "tune-results.json"
+    tune.write_text(json.dumps({"protocol": protocol_digest(_protocol(root, *_files(root))), "task": "nli",
+                                "split": "tune", "commit": "abc1234", "seeds": [0, 1],
+                                "scorers": {"rev": {"acceptability_auroc/tiny_acceptability": TUNE_AUROC}},
+                                "best": {}}))
+    return root, *_tiny_run(root, "report", beside=tune)
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +173,12 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
     assert "## Best scorer per criterion" in page and "## d. Generators of known quality" in page
     # decisions are made on the tune split: the report split runs no candidate and decides nothing
     assert "decisions" not in results and "## Defaults decided" not in page
+    # set beside the tune run it was given: REV's row with its figure on each split
+    beside = page.split("## Beside the tune split")[1]
+    assert "commit `abc1234`" in beside
+    rev = next(line for line in beside.splitlines() if line.startswith("| rev |"))
+    assert "0.900 [0.800, 0.950] ✓" in rev
+    assert cell_text(results["scorers"]["rev"]["acceptability_auroc/tiny_acceptability"]) in rev
     assert not list((root / "runs").glob("*-at-*"))
 
 

@@ -343,8 +343,8 @@ def bench_validity(args) -> int:
     overrides = {a.path: a.value for a in (_parse_set(PipelineParams, item) for item in args.overrides)}
     params = ValidityParams(protocol=args.protocol, task=args.task, split=args.split, out=args.out, seeds=args.seeds,
                             metrics=args.metrics, human=args.human, test_limit=args.test_limit, overrides=overrides,
-                            artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, device=args.device,
-                            progress=not args.no_progress)
+                            artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, beside=args.beside,
+                            device=args.device, progress=not args.no_progress)
     _wait_for_api(args)
     started = time.perf_counter()
     result = validity_benchmark(params)

@@ -371,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     validity.add_argument("--run-dir", default="runs", help="where each seed's run goes (default: %(default)s)")
     validity.add_argument("--ledger", default="protocols/ledger.jsonl",
                           help="the report split's ledger (default: %(default)s)")
+    validity.add_argument("--beside", default=None, metavar="RESULTS_JSON",
+                          help="report split: the tune run's results.json of the same protocol and task, set beside "
+                               "this run's in results.md (e.g. docs/validity/nli-tune.json)")
     validity.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     validity.add_argument("--no-progress", action="store_true", help="no progress bars")
     _server_option(validity)

@@ -261,3 +261,24 @@ def check_inputs(protocol: Protocol, protocol_path: str, task: str, human: list[
         if (found := read_annotations(path).task) != task:
             raise ConfigError(f"{path}: {found.upper()} annotations for the {task.upper()} protocol")
     return files
+
+
+def read_beside(path: str, protocol_path: str, task: str, split: str) -> dict:
+    """The tune run's results.json a report run is set beside (`--beside`): refused before any step unless this run
+    is on the report split and the file is the tune split of the same protocol (its digest) and task."""
+    import json
+
+    if split != "report":
+        raise ConfigError(f"--beside {path}: only a report-split run is set beside a tune run (this is {split!r})")
+    try:
+        results = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"--beside {path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--beside {path}: not a results.json ({exc})") from None
+    digest = protocol_digest(protocol_path)
+    found = {k: results.get(k) if isinstance(results, dict) else None for k in ("protocol", "task", "split")}
+    if found != {"protocol": digest, "task": task, "split": "tune"}:
+        raise ConfigError(f"--beside {path}: expected the tune split of protocol {digest[:12]} on {task}, got "
+                          f"{found['split']!r} of protocol {str(found['protocol'])[:12]} on {found['task']!r}")
+    return results

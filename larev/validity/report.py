@@ -231,7 +231,7 @@ def recommendation_lines(results: dict) -> list[str]:
     return lines
 
 
-def results_markdown(results: dict) -> str:
+def results_markdown(results: dict, beside: dict | None = None) -> str:
     seeds = results.get("seeds", [])
     lines = [f"# Validity: {results['task'].upper()}, {results['split']} split",
              "",
@@ -255,6 +255,13 @@ def results_markdown(results: dict) -> str:
               *(versus_lines(results) or ["- (no LAREV definition or no reference scorer in this run)"]), "",
               "## Recommendation", "", *recommendation_lines(results), "",
               *decision_lines(results)]
+    if beside is not None:
+        lines += ["## Beside the tune split", "",
+                  f"The tune run of the same protocol (commit `{beside.get('commit')}`, seeds "
+                  f"{', '.join(map(str, beside.get('seeds', [])))}), each scorer both ran: the thresholds it meets on "
+                  "each split, how many verdicts (met or not, on a criterion both judge) the report split kept, and its "
+                  "human figures on each. The splits hold other instances: nothing here is paired across them.", "",
+                  *split_comparison(beside, results), ""]
     parts = [("a. Human judgements", human_criteria(results)),
              ("b. Perturbations: score - gold", _criteria(results, "perturb")),
              ("b. Perturbations: share of instances with gold above", _criteria(results, "perturb_order")),
@@ -474,12 +481,13 @@ def clean(value):
     return value
 
 
-def write_results(out: Path, results: dict) -> dict:
-    """results.json, results.md and results.png in `out`; returns the results as written."""
+def write_results(out: Path, results: dict, beside: dict | None = None) -> dict:
+    """results.json, results.md and results.png in `out` (results.md with a section setting the run beside the tune
+    run `beside`, when given); returns the results as written."""
     results = clean(results)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, allow_nan=False))
-    (out / "results.md").write_text(results_markdown(results))
+    (out / "results.md").write_text(results_markdown(results, beside))
     (out / "results.png").write_bytes(results_plot(results))
     return results
 
