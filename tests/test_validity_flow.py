@@ -194,3 +194,5 @@ def test_the_cli_refuses_seeds_and_metrics_outside_the_protocol(tmp_path, capsys
     assert "seeds [9] are not the protocol's" in capsys.readouterr().err
     assert main(["bench", "validity", "--out", str(tmp_path), "--metrics", "rev,bleu"]) == 2
     assert "metrics ['bleu'] are not the protocol's" in capsys.readouterr().err
+    assert main(["bench", "validity", "--out", str(tmp_path), "--beside", str(tmp_path / "tune.json")]) == 2
+    assert "only a report-split run is set beside a tune run" in capsys.readouterr().err
