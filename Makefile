@@ -72,11 +72,13 @@ bench-human: install
 		--out bench/human-snli --no-progress
 
 ## the validity benchmark (protocols/validity.yaml): every scorer on human judgements, perturbations and variants,
-## the protocol's 5 seeds; TASK=qa for CoS-E, SPLIT=report once per decision (appends to protocols/ledger.jsonl)
+## the protocol's 5 seeds; TASK=qa for CoS-E, SPLIT=report once per decision (appends to protocols/ledger.jsonl),
+## BESIDE=docs/validity/nli-tune.json to set a report run beside its tune run
 TASK ?= nli
 SPLIT ?= tune
 bench-validity: install
-	$(BIN)/larev bench validity --task $(TASK) --split $(SPLIT) --out bench/validity-$(TASK)-$(SPLIT) --no-progress
+	$(BIN)/larev bench validity --task $(TASK) --split $(SPLIT) --out bench/validity-$(TASK)-$(SPLIT) --no-progress \
+		$(if $(BESIDE),--beside $(BESIDE))
 
 ## the pretrained minilm backbone next to the embedded one on the same e-SNLI rows (train: the first 2,000 rows, test:
 ## 8000:), REV and LAREV, our IRM weight (1) and the thesis's (25, the `thesis` ablation), IG at 8 steps, 2 seeds each
