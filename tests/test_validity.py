@@ -4,6 +4,7 @@ read them, the human split and the ledger."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -191,7 +192,7 @@ def test_the_repositorys_protocol_reads_and_names_every_criterion():
     assert protocol.criterion("perturb/explanation_2").judge == "abs_value"
     assert protocol.criterion("perturb_order/explanation_2") is None  # no expected order between two people
     assert protocol.criterion("perturb_corr/explanation_2").threshold == 0.5
-    assert protocol_digest(PROTOCOL) == protocol_digest(PROTOCOL) and len(protocol_digest(PROTOCOL)) == 64
+    assert protocol_digest(PROTOCOL) == hashlib.sha256(PROTOCOL.read_bytes()).hexdigest()
 
 
 def test_a_bad_protocol_names_the_field(tmp_path):
@@ -375,23 +376,27 @@ def test_the_report_split_beside_the_tune_split_counts_kept_verdicts_and_moved_b
     def cell(value, met):
         return {"value": value, "low": value - 0.1, "high": value + 0.1, "met": met}
 
+    auroc, leaky = "acceptability_auroc/snli", "variant_order/leaky"
     tune = {"protocol": "abc", "task": "nli", "split": "tune",
-            "scorers": {"rev": {"acceptability_auroc/snli": cell(0.6, True), "variant_order/leaky": cell(0.8, True),
+            "scorers": {"rev": {auroc: cell(0.6, True), leaky: cell(0.8, True),
                                 "variant_order/borrowed": {**cell(0.5, None), "trained_on": True}},
-                        "rev@x": {"acceptability_auroc/snli": cell(0.7, True)}},
-            "best": {"acceptability_auroc/snli": {"scorer": "rev@x", "value": 0.7},
-                     "variant_order/leaky": {"scorer": "rev", "value": 0.8}}}
+                        "r_only": {auroc: cell(0.5, False), leaky: cell(0.7, False)},
+                        "rev@x": {auroc: cell(0.7, True)}},
+            "best": {auroc: {"scorer": "rev@x", "value": 0.7}, leaky: {"scorer": "rev", "value": 0.8}}}
     report = {"protocol": "abc", "task": "nli", "split": "report",
-              "scorers": {"rev": {"acceptability_auroc/snli": cell(0.55, True), "variant_order/leaky": cell(0.7, False),
-                                  "variant_order/borrowed": cell(0.5, False)}},
-              "best": {"acceptability_auroc/snli": {"scorer": "rev", "value": 0.55},
-                       "variant_order/leaky": {"scorer": "rev", "value": 0.7}}}
-    header, rule, row, blank, same, moved = split_comparison(tune, report)
+              "scorers": {"rev": {auroc: cell(0.55, True), leaky: cell(0.7, False),
+                                  "variant_order/borrowed": cell(0.5, False)},
+                          "r_only": {auroc: cell(0.5, False), leaky: cell(0.75, True)}},
+              "best": {auroc: {"scorer": "rev", "value": 0.55}, leaky: {"scorer": "r_only", "value": 0.75}}}
+    header, rule, rev, r_only, blank, same, moved = split_comparison(tune, report)
     # the candidate scored on tune only has no row; borrowed is judged on report only: not a kept verdict
     assert header == ("| scorer | met, tune | met, report | verdicts kept | auroc/snli, tune | auroc/snli, report |")
-    assert row == "| rev | 2 of 2 | 1 of 3 | 1 of 2 | 0.600 [0.500, 0.700] ✓ | 0.550 [0.450, 0.650] ✓ |"
-    assert same == "The best scorer per criterion is the same on both splits for 1 of 2 criteria; it differs on:"
-    assert moved == "- `acceptability_auroc/snli`: rev@x 0.700 on tune, rev 0.550 on report"
+    assert rev == "| rev | 2 of 2 | 1 of 3 | 1 of 2 | 0.600 [0.500, 0.700] ✓ | 0.550 [0.450, 0.650] ✓ |"
+    assert r_only.startswith("| r_only | 0 of 2 | 1 of 2 | 1 of 2 |")
+    # the tune-only candidate is not a best that moved: among the scorers both ran, rev leads AUROC on both
+    assert same == ("Among the scorers both ran, the best per criterion is the same on both splits for 1 of 2 "
+                    "criteria; it differs on:")
+    assert moved == "- `variant_order/leaky`: rev 0.800 on tune, r_only 0.750 on report"
     with pytest.raises(ValueError, match="different protocols"):
         split_comparison(tune, {**report, "protocol": "abd"})
     with pytest.raises(ValueError, match="expected a tune and a report run"):
@@ -423,3 +428,102 @@ def test_a_report_run_is_set_beside_only_the_tune_run_of_its_protocol_and_task(t
         read_beside(str(tune), str(protocol), "nli", "report")
     with pytest.raises(ConfigError, match="no such file"):
         read_beside(str(tmp_path / "none.json"), str(protocol), "nli", "report")
+
+
+def test_a_scorer_with_fewer_seeds_draws_each_of_them_evenly():
+    draws = Draws("x", n_instances=10, n_seeds=5, n_boot=4000)
+    assert draws.seed_picks(5) is draws.seeds
+    picks = draws.seed_picks(2)
+    assert picks.shape == (4000, 2) and abs((picks == 0).mean() - 0.5) < 0.02  # (seeds % 2 drew seed 0 in 3 of 5)
+    assert (Draws("x", 10, 5, 4000).seed_picks(2) == picks).all()  # a rerun draws the same
+
+
+def _evaluate_rows(test_frames: dict[int, pl.DataFrame], human: pl.DataFrame | None = None,
+                   judged: pl.DataFrame | None = None, protocol: Path = PROTOCOL) -> dict:
+    """evaluate on made-up per-seed test scores (and human scores of a made-up acceptability file)."""
+    from larev.human.annotations import Annotations
+    from larev.validity.evidence import SeedScores, evaluate
+
+    annotations = {}
+    if judged is not None:
+        texts = judged.select("id", "source", rationale=pl.lit("some words here"))
+        annotations["acc"] = Annotations(name="acc", kind="acceptability", task="nli", examples=pl.DataFrame(),
+                                         rationales=texts, judgements=judged, notes=[], skipped=pl.DataFrame())
+    per_seed = {s: SeedScores(test=frame, human={"acc": human} if human is not None else {})
+                for s, frame in test_frames.items()}
+    return evaluate(load_protocol(protocol), "nli", per_seed, annotations)
+
+
+def test_gold_and_a_kind_are_paired_within_a_seed_when_one_seed_lacks_the_kind():
+    rng = np.random.default_rng(3)
+    ids = [f"i{k}" for k in range(60)]
+    frames = {}
+    for seed in (0, 1, 2):  # each seed's gold differs; the shuffled text scores 0.5 below its own seed's gold
+        gold = pl.DataFrame({"metric": "rev", "id": ids, "source": "gold", "score": rng.normal(size=60) * 3})
+        shuffled = gold.with_columns(source=pl.lit("perturb_shuffled"), score=pl.col("score") - 0.5)
+        frames[seed] = pl.concat([gold, shuffled]) if seed != 1 else gold  # seed 1 did not score it
+    cells = _evaluate_rows(frames)["scorers"]["rev"]
+    assert cells["perturb_order/shuffled"]["per_seed"] == [1.0, 1.0]
+    assert cells["perturb/shuffled"]["per_seed"] == pytest.approx([-0.5, -0.5])
+
+
+def test_two_scorers_are_paired_on_the_same_draws():
+    """larev's scores are rev's plus 1: every order figure is the same, so the paired interval of larev - rev is
+    exactly 0 (unpaired draws would give it width)."""
+    rng = np.random.default_rng(4)
+    ids = [f"i{k}" for k in range(60)]
+    frames = {}
+    for seed in (0, 1):
+        gold = pl.DataFrame({"metric": "rev", "id": ids, "source": "gold", "score": rng.normal(size=60)})
+        shuffled = gold.with_columns(source=pl.lit("perturb_shuffled"), score=pl.col("score") + rng.normal(size=60))
+        rev = pl.concat([gold, shuffled])
+        frames[seed] = pl.concat([rev, rev.with_columns(metric=pl.lit("larev"), score=pl.col("score") + 1)])
+    results = _evaluate_rows(frames)
+    larev, rev = (results["scorers"][m]["perturb_order/shuffled"] for m in ("larev", "rev"))
+    assert 0.3 < rev["value"] < 0.7 and rev["high"] - rev["low"] > 0.05  # the figure itself has width
+    assert larev["value"] == rev["value"]
+    versus = results["versus"]["larev"]["rev"]["perturb_order/shuffled"]
+    assert (versus["low"], versus["high"]) == (0.0, 0.0)
+
+
+def test_average_precision_is_judged_against_the_base_rate_of_the_rows_a_scorer_scored():
+    """rev scores only the often-acceptable rows, at random: its AP is about their base rate (0.9), far above the
+    file's (0.5), and it must not pass for skill."""
+    rng = np.random.default_rng(5)
+    ids = [f"i{k}" for k in range(200)]
+    good = rng.random(200) < 0.9
+    bad = rng.random(200) < 0.1
+    judged = pl.DataFrame({"id": [i for i in ids for _ in range(2)],
+                           "source": ["candidate-0", "candidate-1"] * 200,
+                           "votes": [v for g, b in zip(good, bad) for v in (3 * g, 3 * b)], "annotators": [3] * 400,
+                           "gpt3_nll": [None] * 400}, schema_overrides={"gpt3_nll": pl.Float64})
+    human = judged.filter(pl.col("source") == "candidate-0").select(
+        "id", "source", metric=pl.lit("rev"), score=pl.Series(rng.normal(size=200)))
+    gold = pl.DataFrame({"metric": "rev", "id": ids, "source": "gold", "score": rng.normal(size=200)})
+    results = _evaluate_rows({0: gold, 1: gold}, human=pl.concat([human, human]).unique(), judged=judged)
+    ap = results["scorers"]["rev"]["acceptability_ap/acc"]
+    assert ap["low"] > 0.55  # above the file's base rate: the old threshold would have called it met
+    assert ap["met"] is False
+
+
+def test_a_criterion_judged_below_its_threshold_ranks_no_scorer(tmp_path):
+    copy = tmp_path / "validity.yaml"
+    copy.write_text(PROTOCOL.read_text().replace("pairwise: {direction: above,", "pairwise: {direction: below,"))
+    assert "pairwise/acc" in _synthetic(PROTOCOL)["best"]
+    assert "pairwise/acc" not in _synthetic(copy)["best"]
+
+
+def test_tied_leaders_each_show_their_own_counts_and_a_missing_interval_is_said():
+    from larev.validity.report import best_sentences, recommendation_lines
+
+    cell = {"value": 0.6, "low": 0.55, "high": 0.65}
+    no = {**cell, "met": None, "trained_on": True}
+    results = {"scorers": {"larev": {"a": {**cell, "met": True}, "b": {**cell, "met": False}, "c": no, "d": no},
+                           "rora": {"a": {**cell, "met": True}, "b": {**cell, "met": True},
+                                    "c": {**cell, "met": False}, "d": {**cell, "met": False}}}}
+    first = recommendation_lines(results)[0]
+    assert "**larev and rora** (a metric, a metric), larev 1 of 2, rora 2 of 4." in first
+    results["best"] = {"a": {"scorer": "larev", "value": 0.6, "runner_up": "rora", "difference": 0.0,
+                             "low": None, "high": None}}
+    assert best_sentences(results) == ["- `a`: **larev** (a metric) 0.600, ahead of rora by 0.000 (no interval: "
+                                       "not separated)"]

@@ -117,7 +117,7 @@ def test_resampled_taus_are_the_taus_of_the_resamples_written_out(tmp_path):
 
     protocol = load_protocol(_protocol_with_generators(tmp_path, ["embedded:1", "embedded:1/2", "label-only"]))
     per_seed = {0: _per_seed({"rev": [0.2, 0.1, 0.0]}, n=30)[0]}
-    frames = {g: [per_seed[0].test.filter(pl.col("source") == g).select("id", "score")] for g in ORDER}
+    frames = {g: {0: per_seed[0].test.filter(pl.col("source") == g).select("id", "score")} for g in ORDER}
     ids = [f"i{k}" for k in range(30)]
     collector = _Collector(protocol)
     _generator_figures(collector, ORDER, [0, 1, 2], {"rev": frames}, ids)

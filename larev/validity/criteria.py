@@ -137,11 +137,20 @@ class Draws:
     each place). Seeded by the criterion's name, so a rerun draws the same."""
 
     def __init__(self, name: str, n_instances: int, n_seeds: int, n_boot: int):
+        self.name = name
         rng = np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little"))
         self.n_boot = n_boot
         self.instances = (rng.multinomial(n_instances, np.full(n_instances, 1 / n_instances), size=n_boot)
                           .astype(np.float64) if n_instances and n_boot else np.zeros((0, n_instances)))
         self.seeds = rng.integers(n_seeds, size=(n_boot, n_seeds)) if n_boot else np.zeros((0, n_seeds), int)
+
+    def seed_picks(self, k: int) -> np.ndarray:
+        """(resamples, k) places among k seeds, each drawn uniformly: `seeds` for a scorer with every seed; a scorer
+        with fewer has its own draws (seeded by the criterion's name and k), as even as the others'."""
+        if k == self.seeds.shape[1]:
+            return self.seeds
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(f"{self.name}/{k}".encode()).digest()[:8], "little"))
+        return rng.integers(k, size=(self.n_boot, k))
 
     def rows(self, instance_of_row: np.ndarray) -> np.ndarray:
         """Row weights: each row takes its instance's count."""
@@ -154,7 +163,7 @@ def combine_seeds(per_seed: np.ndarray, draws: Draws) -> np.ndarray:
     per_seed = np.atleast_2d(per_seed)
     if per_seed.shape[0] == 1:
         return per_seed[0]
-    picks = draws.seeds % per_seed.shape[0]
+    picks = draws.seed_picks(per_seed.shape[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a resample where every drawn seed is NaN
         return np.nanmean(per_seed[picks, np.arange(per_seed.shape[1])[:, None]], axis=1)

@@ -140,7 +140,12 @@ def _human_figures(c: _Collector, name: str, ann: Annotations, frames: dict[str,
                     points.append(float(stats.spearmanr(s[ok], truth[ok]).statistic) if ok.sum() > 2 else None)
                 samples.append(weighted(s[ok], truth[ok], draws.rows(instance[ok])) if draws.n_boot
                                else np.array([]))
-            c.add(scorer, criterion, points, np.array(samples), draws, max(int(np.isfinite(s).sum()) for s in per_seed))
+            # AP's threshold is the base rate of the rows this scorer scored (a scorer with no score for some rows
+            # is not judged against the whole file's)
+            own = ({"prevalence": float(np.mean([truth[np.isfinite(s)].mean() for s in per_seed]))}
+                   if criterion.startswith("acceptability_ap/") else None)
+            c.add(scorer, criterion, points, np.array(samples), draws, max(int(np.isfinite(s).sum()) for s in per_seed),
+                  context=own)
     criterion = f"pairwise/{name}"
     draws = Draws(criterion, len(ids), n_seeds, protocol.bootstrap)
     for scorer, per_seed in columns.items():
@@ -156,11 +161,11 @@ def _human_figures(c: _Collector, name: str, ann: Annotations, frames: dict[str,
         c.add(scorer, criterion, points, np.array(samples), draws, n_pairs)
 
 
-def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict[str, list[pl.DataFrame]],
-                  other: dict[str, list[pl.DataFrame]], ids: list[str], gold_sd: dict[str, float | None]) -> None:
+def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict[str, dict[int, pl.DataFrame]],
+                  other: dict[str, dict[int, pl.DataFrame]], ids: list[str], gold_sd: dict[str, float | None]) -> None:
     """perturb/<kind>, perturb_order/<kind>[, perturb_corr/<kind>] (or variant_...) of every scorer: the source's
-    score against gold's on the instances where both are scored. A 'near' kind's threshold reads the scorer's own
-    `gold_sd`; only a 'near' kind has the correlation."""
+    score against gold's on the instances where both are scored, in each seed that scored both. A 'near' kind's
+    threshold reads the scorer's own `gold_sd`; only a 'near' kind has the correlation."""
     protocol = c.protocol
     index = {k: i for i, k in enumerate(ids)}
     n_seeds = max((len(v) for v in other.values()), default=1)
@@ -173,25 +178,28 @@ def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict
         points: dict[str, list] = {k: [] for k in names}
         samples: dict[str, list] = {k: [] for k in names}
         n = 0
-        for g, o in zip(gold.get(scorer, []), frames, strict=False):
+        mine = gold.get(scorer, {})
+        for g, o in ((mine[place], frames[place]) for place in sorted(set(mine) & set(frames))):
             pair = g.select("id", gold="score").join(o.select("id", other="score"), on="id", how="inner").filter(
                 pl.col("gold").is_finite() & pl.col("other").is_finite())  # a missing score is left out, not 0
             inst = np.array([index[k] for k in pair["id"].to_list()], dtype=np.int64)
             sg, so = pair["gold"].to_numpy().astype(np.float64), pair["other"].to_numpy().astype(np.float64)
             n = max(n, len(inst))
+            paired = len(inst) > 0  # this seed's figures exist
             diff = np.zeros(len(ids))
             credit = np.zeros(len(ids))
             present = np.zeros(len(ids))
             np.add.at(diff, inst, so - sg)
             np.add.at(credit, inst, order_credit(sg, so))
             np.add.at(present, inst, 1.0)
-            points["diff"].append(float((so - sg).mean()) if n else None)
-            points["order"].append(float(order_credit(sg, so).mean()) if n else None)
+            points["diff"].append(float((so - sg).mean()) if paired else None)
+            points["order"].append(float(order_credit(sg, so).mean()) if paired else None)
             if protocol.bootstrap:
                 samples["diff"].append(ratio(diff, present, draws["diff"].instances))
                 samples["order"].append(ratio(credit, present, draws["order"].instances))
             if "corr" in names:
-                rho = stats.spearmanr(sg, so).statistic if n > 2 and np.ptp(sg) > 0 and np.ptp(so) > 0 else np.nan
+                rho = (stats.spearmanr(sg, so).statistic if len(inst) > 2 and np.ptp(sg) > 0 and np.ptp(so) > 0
+                       else np.nan)
                 points["corr"].append(float(rho))
                 if protocol.bootstrap:
                     samples["corr"].append(weighted_spearman(sg, so, draws["corr"].rows(inst)))
@@ -203,7 +211,8 @@ def _pair_figures(c: _Collector, head: str, kind: str, expected: str, gold: dict
 
 
 def _generator_figures(c: _Collector, generators: list[str], tiers: list[int],
-                       by_source: dict[str, dict[str, list[pl.DataFrame]]], ids: list[str]) -> dict[str, dict[str, float]]:
+                       by_source: dict[str, dict[str, dict[int, pl.DataFrame]]],
+                       ids: list[str]) -> dict[str, dict[str, float]]:
     """generator_order of every scorer that scored each generator's rationales in every seed: per seed, Kendall's
     tau of its mean score per generator (over the instances every generator has a score for) with the known order
     (`tiers`: each generator's place, 0 best); resamples reweight those instances. The figure is the mean of the
@@ -215,10 +224,11 @@ def _generator_figures(c: _Collector, generators: list[str], tiers: list[int],
     means: dict[str, dict[str, float]] = {}
     for scorer, sources in by_source.items():
         # a scorer is judged on the seeds in which it scored every generator (a seed's frames go together)
-        if not all(g in sources for g in generators) or len({len(sources[g]) for g in generators}) != 1:
+        if not all(g in sources for g in generators):
             continue
+        places = sorted(set.intersection(*(set(sources[g]) for g in generators)))
         points, samples, seed_means, n = [], [], [], 0
-        for frames in zip(*(sources[g] for g in generators), strict=True):
+        for frames in ([sources[g][place] for g in generators] for place in places):
             matrix = np.full((len(ids), len(generators)), np.nan)
             for j, frame in enumerate(frames):
                 known = frame.filter(pl.col("id").is_in(list(index)))
@@ -260,14 +270,16 @@ def evaluate(protocol: Protocol, task: str, per_seed: dict[int, SeedScores], ann
     test = _scorer_frames(per_seed, lambda s: s.test)
     if texts is not None and "length" in protocol.scorers.baselines:
         test["length"] = _length_frames(texts)
-    by_source = {m: {} for m in test}
+    # {scorer: {source: {seed place: its rows}}}: a source missing from one seed leaves that place out, so gold and
+    # each kind are paired within a seed, never across seeds
+    by_source: dict[str, dict[str, dict[int, pl.DataFrame]]] = {m: {} for m in test}
     for m, frames in test.items():
-        for frame in frames:
+        for place, frame in enumerate(frames):
             for (source,), rows in frame.group_by("source"):
-                by_source[m].setdefault(source, []).append(rows.select("id", "score"))
-    gold = {m: v.get("gold", []) for m, v in by_source.items()}
-    gold_sd = {m: float(np.mean([f["score"].std() for f in v])) if v else None for m, v in gold.items()}
-    gold_ids = sorted({k for v in gold.values() for f in v for k in f["id"].to_list()})
+                by_source[m].setdefault(source, {})[place] = rows.select("id", "score")
+    gold = {m: v.get("gold", {}) for m, v in by_source.items()}
+    gold_sd = {m: float(np.mean([f["score"].std() for f in v.values()])) if v else None for m, v in gold.items()}
+    gold_ids = sorted({k for v in gold.values() for f in v.values() for k in f["id"].to_list()})
     n: dict[str, int] = {"test_instances": len(gold_ids)}
     for head, kinds, prefix in (("perturb", protocol.perturbations, PREFIX), ("variant", protocol.variants, "")):
         for kind, expected in kinds.items():
@@ -297,12 +309,14 @@ def evaluate(protocol: Protocol, task: str, per_seed: dict[int, SeedScores], ann
             "context": {k: v for k, v in c.context.items() if v}}
 
 
-def _higher_is_better(criterion: str) -> bool | None:
-    """Whether a higher figure is better across scorers; None where scorers are not compared (own units, or the
-    order share of a 'near' kind, which has no expected order)."""
+def _higher_is_better(protocol: Protocol, criterion: str) -> bool | None:
+    """Whether a higher figure is better across scorers: True for a criterion the protocol judges `above` its
+    threshold; None where scorers are not compared (own units, a criterion without a threshold, the order share of a
+    'near' kind, which has no expected order, or one judged `below`, which nothing ranks on)."""
     if criterion.startswith(UNITS_OWN):
         return None
-    return True
+    judged = protocol.criterion(criterion)
+    return True if judged is not None and judged.direction == "above" else None
 
 
 def _paired(c: _Collector, a: str, b: str, criterion: str) -> tuple[float | None, float | None]:
@@ -318,7 +332,7 @@ def best_by_criterion(c: _Collector) -> dict[str, dict]:
     out: dict[str, dict] = {}
     criteria = sorted({k for cells in c.cells.values() for k in cells})
     for criterion in criteria:
-        if not _higher_is_better(criterion) or c.protocol.criterion(criterion) is None:
+        if not _higher_is_better(c.protocol, criterion):
             continue
         order = list(c.cells)
         ranked = sorted(((cells[criterion]["value"], m) for m, cells in c.cells.items()
@@ -342,7 +356,7 @@ def paired_versus(c: _Collector, mine: str, other: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for criterion, cell in c.cells.get(mine, {}).items():
         theirs = c.cells.get(other, {}).get(criterion)
-        if theirs is None or not _higher_is_better(criterion) or c.protocol.criterion(criterion) is None \
+        if theirs is None or not _higher_is_better(c.protocol, criterion) \
                 or cell["value"] is None or theirs["value"] is None or cell.get("trained_on") \
                 or theirs.get("trained_on"):
             continue

@@ -148,11 +148,10 @@ def best_sentences(results: dict) -> list[str]:
             gap = f"{_num(entry['difference'])}"
             if entry.get("low") is not None:
                 gap += f" [{_num(entry['low'])}, {_num(entry['high'])}]"
-                clear = entry["low"] > 0
+                note = "" if entry["low"] > 0 else " (the interval reaches 0: not separated)"
             else:
-                clear = False
-            line += (f", ahead of {entry['runner_up']} by {gap}"
-                     + ("" if clear else " (the interval reaches 0: not separated)"))
+                note = " (no interval: not separated)"
+            line += f", ahead of {entry['runner_up']} by {gap}{note}"
         lines.append(line)
     return lines
 
@@ -178,9 +177,10 @@ def _judged(results: dict, scorer: str) -> set[str]:
 def _ranking(entries: list[tuple[float, int, int, str]]) -> str:
     """'**a and b** (a metric, a control), 3 of 4; then c 2 of 4' from (share, met, judged, scorer), best first."""
     top = entries[0][0]
-    leaders = [m for share, _, _, m in entries if share == top]
-    text = (f"**{' and '.join(leaders)}** ({', '.join(kind_of(m) for m in leaders)}), {entries[0][1]} of "
-            f"{entries[0][2]}")
+    leaders = [(m, k, j) for share, k, j, m in entries if share == top]
+    counts = {f"{k} of {j}" for _, k, j in leaders}
+    text = (f"**{' and '.join(m for m, _, _ in leaders)}** ({', '.join(kind_of(m) for m, _, _ in leaders)}), "
+            + (counts.pop() if len(counts) == 1 else ", ".join(f"{m} {k} of {j}" for m, k, j in leaders)))
     rest = [f"{m} {k} of {j}" for share, k, j, m in entries if share < top]
     return text + ("; then " + ", ".join(rest) if rest else "")
 
@@ -219,7 +219,7 @@ def recommendation_lines(results: dict) -> list[str]:
             better = [m for m in leaders if m not in METRICS_FIRST_CLASS] if share < top_share else []
             lines.append(f"- larev recommends **{best}** on this task: of the metrics, it meets the most thresholds "
                          f"({best_met} of {best_judged}"
-                         + (" criteria every scorer is judged on" if ranked is on_common and on_common else "")
+                         + (" criteria all of them are judged on" if ranked is on_common and on_common else "")
                          + ")"
                          + (f", tied with {', '.join(tied)} (the first in the table's order is named)" if tied else "")
                          + "." + (f" {', '.join(f'{m} ({kind_of(m)})' for m in better)} does better." if better
@@ -322,14 +322,26 @@ def split_comparison(tune: dict, report: dict) -> list[str]:
         rows.append(row)
     columns = list(rows[0]) if rows else ["scorer"]
     lines = [*markdown_table(pl.DataFrame(rows, schema={c: pl.String for c in columns})).splitlines(), ""]
-    tune_best, report_best = tune.get("best", {}), report.get("best", {})
-    shared = [c for c in report_best if c in tune_best]
-    moved = [c for c in shared if tune_best[c]["scorer"] != report_best[c]["scorer"]]
-    lines.append(f"The best scorer per criterion is the same on both splits for {len(shared) - len(moved)} of "
-                 f"{len(shared)} criteria" + ("." if not moved else "; it differs on:"))
-    lines += [f"- `{c}`: {tune_best[c]['scorer']} {_num(tune_best[c]['value'])} on tune, "
-              f"{report_best[c]['scorer']} {_num(report_best[c]['value'])} on report" for c in moved]
+    # the best of the scorers both runs scored (a decision candidate runs on the tune split only), on each
+    # criterion either run ranks scorers on
+    common = [m for m in report["scorers"] if m in tune["scorers"]]
+    shared = [c for c in report.get("best", {}) if c in tune.get("best", {})]
+    bests = {c: (_best_of(tune, c, common), _best_of(report, c, common)) for c in shared}
+    bests = {c: pair for c, pair in bests.items() if None not in pair}
+    moved = [c for c, (before, after) in bests.items() if before[0] != after[0]]
+    lines.append(f"Among the scorers both ran, the best per criterion is the same on both splits for "
+                 f"{len(bests) - len(moved)} of {len(bests)} criteria" + ("." if not moved else "; it differs on:"))
+    lines += [f"- `{c}`: {bests[c][0][0]} {_num(bests[c][0][1])} on tune, {bests[c][1][0]} {_num(bests[c][1][1])} "
+              "on report" for c in moved]
     return lines
+
+
+def _best_of(results: dict, criterion: str, scorers: list[str]) -> tuple[str, float] | None:
+    """(scorer, value) with the highest figure on `criterion` among `scorers` (a cell on a kind the scorer trained
+    on left out; ties to the first in `scorers`), or None."""
+    entries = [(m, cell["value"]) for m in scorers for cell in [results["scorers"][m].get(criterion)]
+               if cell is not None and cell["value"] is not None and not cell.get("trained_on")]
+    return max(entries, key=lambda e: e[1]) if entries else None
 
 
 def decision_lines(results: dict) -> list[str]:
