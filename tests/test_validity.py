@@ -213,6 +213,8 @@ def test_is_met_reads_direction_threshold_and_part():
     near = protocol.criterion("perturb/explanation_2")
     assert is_met(near, -0.05, -0.2, 0.1, gold_sd=0.5) is True and is_met(near, -0.15, -0.2, 0.1, gold_sd=0.5) is False
     assert is_met(near, -0.05, -0.2, 0.1) is None  # no gold sd: not judged
+    below = protocol.criterion("perturb/shuffled")  # score - gold below 0, read at the interval's upper end
+    assert is_met(below, -0.5, -0.7, -0.1) is True and is_met(below, -0.5, -0.9, 0.05) is False
     assert is_met(None, 0.9, 0.8, 1.0) is None
 
 
