@@ -328,11 +328,14 @@ def split_comparison(tune: dict, report: dict) -> list[str]:
     shared = [c for c in report.get("best", {}) if c in tune.get("best", {})]
     bests = {c: (_best_of(tune, c, common), _best_of(report, c, common)) for c in shared}
     bests = {c: pair for c, pair in bests.items() if None not in pair}
-    moved = [c for c, (before, after) in bests.items() if before[0] != after[0]]
-    lines.append(f"Among the scorers both ran, the best per criterion is the same on both splits for "
-                 f"{len(bests) - len(moved)} of {len(bests)} criteria" + ("." if not moved else "; it differs on:"))
-    lines += [f"- `{c}`: {bests[c][0][0]} {_num(bests[c][0][1])} on tune, {bests[c][1][0]} {_num(bests[c][1][1])} "
-              "on report" for c in moved]
+    # moved: the tune split's best is below the report split's best there (a tie for best is not a move)
+    moved = {c: report["scorers"][before[0]][c]["value"] for c, (before, after) in bests.items()
+             if report["scorers"][before[0]][c]["value"] < after[1]}
+    lines.append(f"Among the scorers both ran, the tune split's best per criterion is (one of) the best on the report "
+                 f"split for {len(bests) - len(moved)} of {len(bests)} criteria" + ("." if not moved else
+                                                                                     "; it is not on:"))
+    lines += [f"- `{c}`: {bests[c][0][0]} {_num(bests[c][0][1])} on tune ({_num(value)} on report); "
+              f"{bests[c][1][0]} {_num(bests[c][1][1])} on report" for c, value in moved.items()]
     return lines
 
 
