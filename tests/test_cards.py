@@ -175,3 +175,11 @@ def test_larev_show_write_cards_writes_what_is_committed(capsys, tmp_path):
         assert (tmp_path / path.name).read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
     assert main(["show", "--write-cards", str(tmp_path)]) == 0
     assert "every card was up to date" in capsys.readouterr().out
+
+
+def test_a_card_cites_the_report_split_first_then_the_tune_split_that_decided_its_defaults():
+    from tasks.cards import validity_lines
+
+    report, tune = [line for line in validity_lines("larev") if "[NLI, " in line]
+    assert "[NLI, report split]" in report and "read once, with the defaults the tune split decided" in report
+    assert "[NLI, tune split]" in tune and "the run then moved the default" in tune

@@ -346,30 +346,46 @@ def test_the_metric_headline_is_one_row_per_metric_with_its_signature_and_figure
                    "0.800 [0.700, 0.900] ✓ | 3 of 4 |")
 
 
-def test_the_docs_page_shows_the_committed_results_table():
-    """docs/validity.md's headline table is the committed results' (docs/validity/nli-tune.json), as
-    `headline_table` writes it: the page cannot drift from the results it cites."""
+def test_the_docs_page_shows_the_committed_results_tables():
+    """docs/validity.md's tables are the committed results' (docs/validity/nli-report.json and nli-tune.json), as
+    `headline_table` and `split_comparison` write them: the page cannot drift from the results it cites."""
     import json
 
-    from larev.validity.report import headline_table
+    from larev.validity.report import headline_table, split_comparison
 
-    results = json.loads((REPO / "docs" / "validity" / "nli-tune.json").read_text())
+    report, tune = (json.loads((REPO / "docs" / "validity" / f"nli-{split}.json").read_text())
+                    for split in ("report", "tune"))
     page = (REPO / "docs" / "validity.md").read_text()
-    assert headline_table(results) in page
-    assert results["protocol"][:12] in page and results["split"] == "tune"
+    assert report["split"] == "report" and tune["split"] == "tune" and report["protocol"] == tune["protocol"]
+    for results in (report, tune):
+        assert headline_table(results) in page
+    assert page.index(headline_table(report)) < page.index(headline_table(tune))  # today's table first
+    assert "\n".join(split_comparison(tune, report)).rstrip() in page
+    assert report["protocol"][:12] in page
+
+
+def test_the_report_split_was_read_once_and_its_ledger_line_is_committed():
+    import json
+
+    report = json.loads((REPO / "docs" / "validity" / "nli-report.json").read_text())
+    readings = [line for line in read_ledger(REPO / "protocols" / "ledger.jsonl")
+                if line["protocol"] == report["protocol"] and line["task"] == "nli"]
+    assert len(readings) == 1 and readings[0]["date"] == report["date"] and readings[0]["commit"] == report["commit"]
+    assert not report["partial"] and len(report["seeds"]) >= 5
 
 
 def test_the_results_page_opens_with_the_committed_metric_headline():
-    """docs/results.md's first section is the committed validity results' metric headline, signatures included."""
+    """docs/results.md's first section is the committed report-split results' metric headline, signatures
+    included."""
     import json
 
     from larev.validity.report import metric_headline
 
-    results = json.loads((REPO / "docs" / "validity" / "nli-tune.json").read_text())
+    results = json.loads((REPO / "docs" / "validity" / "nli-report.json").read_text())
     page = (REPO / "docs" / "results.md").read_text()
     assert page.index("## Headline") == page.index("## ")  # the first section
     assert metric_headline(results) in page
-    assert not results.get("partial") and len(results["seeds"]) >= 5
+    assert not results.get("partial") and len(results["seeds"]) >= 5 and results["split"] == "report"
 
 
 def test_the_report_split_beside_the_tune_split_counts_kept_verdicts_and_moved_bests():
@@ -396,9 +412,11 @@ def test_the_report_split_beside_the_tune_split_counts_kept_verdicts_and_moved_b
     assert rev == "| rev | 2 of 2 | 1 of 3 | 1 of 2 | 0.600 [0.500, 0.700] ✓ | 0.550 [0.450, 0.650] ✓ |"
     assert r_only.startswith("| r_only | 0 of 2 | 1 of 2 | 1 of 2 |")
     # the tune-only candidate is not a best that moved: among the scorers both ran, rev leads AUROC on both
-    assert same == ("Among the scorers both ran, the best per criterion is the same on both splits for 1 of 2 "
-                    "criteria; it differs on:")
-    assert moved == "- `variant_order/leaky`: rev 0.800 on tune, r_only 0.750 on report"
+    assert same == ("Among the scorers both ran, the tune split's best per criterion is (one of) the best on the "
+                    "report split for 1 of 2 criteria; it is not on:")
+    assert moved == "- `variant_order/leaky`: rev 0.800 on tune (0.700 on report); r_only 0.750 on report"
+    report["scorers"]["r_only"][leaky]["value"] = 0.7  # a tie for best on report: not a move
+    assert split_comparison(tune, report)[-1].endswith("for 2 of 2 criteria.")
     with pytest.raises(ValueError, match="different protocols"):
         split_comparison(tune, {**report, "protocol": "abd"})
     with pytest.raises(ValueError, match="expected a tune and a report run"):
