@@ -208,7 +208,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     protocol, digest = load_protocol(params.protocol), protocol_digest(params.protocol)  # read once, at the start
     commit = _commit()  # the code that runs, as it is when the run starts
     files = check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
-    beside = read_beside(params.beside, params.protocol, params.task, params.split) if params.beside else None
+    beside = read_beside(params.beside, digest, params.task, params.split) if params.beside else None
     out = Path(params.out)
     out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}

@@ -433,21 +433,21 @@ def test_a_report_run_is_set_beside_only_the_tune_run_of_its_protocol_and_task(t
     digest = protocol_digest(protocol)
     tune = tmp_path / "tune.json"
     tune.write_text(json.dumps({"protocol": digest, "task": "nli", "split": "tune"}))
-    assert read_beside(str(tune), str(protocol), "nli", "report")["split"] == "tune"
+    assert read_beside(str(tune), digest, "nli", "report")["split"] == "tune"
     with pytest.raises(ConfigError, match="only a report-split run"):
-        read_beside(str(tune), str(protocol), "nli", "tune")
+        read_beside(str(tune), digest, "nli", "tune")
     with pytest.raises(ConfigError, match=f"expected the tune split of protocol {digest[:12]} on qa"):
-        read_beside(str(tune), str(protocol), "qa", "report")
+        read_beside(str(tune), digest, "qa", "report")
     for wrong in ({"protocol": "0" * 64, "task": "nli", "split": "tune"},
                   {"protocol": digest, "task": "nli", "split": "report"}, [1, 2]):
         tune.write_text(json.dumps(wrong))
         with pytest.raises(ConfigError, match="--beside .*tune.json: expected the tune split"):
-            read_beside(str(tune), str(protocol), "nli", "report")
+            read_beside(str(tune), digest, "nli", "report")
     tune.write_text("{not json")
     with pytest.raises(ConfigError, match="not a results.json"):
-        read_beside(str(tune), str(protocol), "nli", "report")
+        read_beside(str(tune), digest, "nli", "report")
     with pytest.raises(ConfigError, match="no such file"):
-        read_beside(str(tmp_path / "none.json"), str(protocol), "nli", "report")
+        read_beside(str(tmp_path / "none.json"), digest, "nli", "report")
 
 
 def test_a_scorer_with_fewer_seeds_draws_each_of_them_evenly():

@@ -28,11 +28,11 @@ def check_inputs(args: argparse.Namespace) -> None:
     elif args.command == "bench" and getattr(args, "bench", None) == "human":
         human_inputs(args.run, args.annotations)
     elif args.command == "bench" and getattr(args, "bench", None) == "validity":
-        from larev.validity.protocol import check_inputs as validity_inputs, load_protocol, read_beside
+        from larev.validity.protocol import check_inputs as validity_inputs, load_protocol, protocol_digest, read_beside
 
         validity_inputs(load_protocol(args.protocol), args.protocol, args.task, args.human, args.seeds, args.metrics)
         if args.beside:
-            read_beside(args.beside, args.protocol, args.task, args.split)
+            read_beside(args.beside, protocol_digest(args.protocol), args.task, args.split)
     elif args.command == "compare":
         args.compare_params = compare_params(args)
         compare_inputs(args.compare_params.runs, args.compare_params.sources, args.compare_params.metrics)

@@ -263,9 +263,9 @@ def check_inputs(protocol: Protocol, protocol_path: str, task: str, human: list[
     return files
 
 
-def read_beside(path: str, protocol_path: str, task: str, split: str) -> dict:
+def read_beside(path: str, digest: str, task: str, split: str) -> dict:
     """The tune run's results.json a report run is set beside (`--beside`): refused before any step unless this run
-    is on the report split and the file is the tune split of the same protocol (its digest) and task."""
+    is on the report split and the file is the tune split of the same protocol (`digest`, its sha256) and task."""
     import json
 
     if split != "report":
@@ -276,7 +276,6 @@ def read_beside(path: str, protocol_path: str, task: str, split: str) -> dict:
         raise ConfigError(f"--beside {path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--beside {path}: not a results.json ({exc})") from None
-    digest = protocol_digest(protocol_path)
     found = {k: results.get(k) if isinstance(results, dict) else None for k in ("protocol", "task", "split")}
     if found != {"protocol": digest, "task": task, "split": "tune"}:
         raise ConfigError(f"--beside {path}: expected the tune split of protocol {digest[:12]} on {task}, got "
