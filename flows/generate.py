@@ -145,7 +145,7 @@ def generate_source(inputs: Inputs, config, device: str) -> dict[str, ArtifactRe
 def generate_rationales(params: GenerateParams) -> dict:
     """Write a rationale file for the test split of a run (or of `data`), one source per generator, in order; its
     provenance (every generator's config, rows and prompt or model) beside it."""
-    from flows.cli.preflight import flow_input_check, generate_inputs
+    from flows.inputs import flow_input_check, generate_inputs
 
     for check, argument in ((generate_inputs, params), (check_gemini_key, params.generators)):
         if (failed := flow_input_check(check, argument)) is not None:

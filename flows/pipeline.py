@@ -119,7 +119,7 @@ def data_digests(data: DataConfig) -> dict[str, str]:
 def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     """Train every enabled metric's evaluators (REV, LAREV, RORA, RQ / LAS) and score the rationale variants (and
     a user file) on the test split."""
-    from flows.cli.preflight import flow_input_check, pipeline_inputs
+    from flows.inputs import flow_input_check, pipeline_inputs
 
     if (failed := flow_input_check(pipeline_inputs, params)) is not None:
         return failed

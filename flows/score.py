@@ -114,7 +114,7 @@ def score_rationales(params: ScoreParams) -> dict:
     vacuous degradations are scored beside it (the gold rationale's models too) and the table of each source minus
     them (thesis table 5.8) goes to report.md, results.json and degradations.png; they are not leaderboard
     entries, and FTC and AddText look at the file's own sources only."""
-    from flows.cli.preflight import flow_input_check, score_inputs
+    from flows.inputs import flow_input_check, score_inputs
 
     if (failed := flow_input_check(score_inputs, params)) is not None:
         return failed

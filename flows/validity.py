@@ -65,9 +65,9 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, ratio
     (metrics, LAREV's controls and ablations), the perturbations (and generated rationales) as the rationale file
     it scores, the caller's overrides, every seed moved by `seed`. With `candidate` (a decision candidate's run,
     METRIC@LABEL): that metric alone, with the candidate's settings after every other."""
-    from flows.cli.options import Assignment, _assign, field_at
     from flows.metrics import with_metrics
     from flows.pipeline import PipelineParams
+    from flows.settings import assigned
     from larev.bench.quality import reseeded
 
     task = protocol.tasks[params.task]
@@ -84,18 +84,16 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, ratio
     if tree["larev"]["enabled"] and not candidate:
         tree["larev"]["controls"] = list(protocol.scorers.controls)
         tree["larev"]["ablations"] = list(protocol.scorers.ablations)
-    # the protocol's, the caller's, then the candidate's
-    for path, value in {**task.settings, **params.overrides, **candidate_settings}.items():
-        field_at(PipelineParams, path, origin=f"validity setting {path}")  # an unknown path is named
-        _assign(PipelineParams, tree, Assignment(path, value, "validity"))
+    # the protocol's, the caller's, then the candidate's (an unknown path is named)
+    assigned(PipelineParams, tree, {**task.settings, **params.overrides, **candidate_settings}, "validity setting")
     return reseeded(PipelineParams.model_validate(tree), seed)
 
 
 def check_decisions(protocol: Protocol, params: ValidityParams, rows: str) -> None:
     """Before the first step: every decision candidate's settings name pipeline settings (a candidate run's are
     applied as they will be, values checked too), so a typo fails now, not after hours of training."""
-    from flows.cli.options import field_at
     from flows.pipeline import PipelineParams
+    from flows.settings import field_at
 
     for metric, candidates in protocol.tasks[params.task].decisions.items():
         for name, settings in candidates.items():

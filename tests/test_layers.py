@@ -6,7 +6,9 @@ diagnostics, not installed). The rule enforced:
 - a module in storage/ imports only larev/ (and storage/): no tasks/, no flows/ (what it does today; the tasks
   read and write artifacts through it);
 - a module in tasks/ imports no module of flows/;
-- nothing imports benchmarks/.
+- nothing imports benchmarks/;
+- nothing outside flows/cli/ imports flows/cli/: the command line sits on top of the flows (it parses and calls
+  them), so a flow started from the UI or a schedule runs no command-line code.
 
 Inside the core, its parts (a subpackage larev/<name>/ or a module larev/<name>.py) are layered too (`CORE_LAYERS`,
 bottom first): a module imports only parts of its own layer or of a layer below. So larev/config.py imports nothing
@@ -43,6 +45,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "flows": frozenset({"larev", "storage", "tasks"}),
     "benchmarks": frozenset({"larev", "storage", "tasks", "flows"}),
 }
+
+#: The command line: the top of flows/, imported by no module outside it.
+CLI_PACKAGE = "flows.cli"
 
 #: The core's layers, bottom first: (name, the parts of larev/ in it). A part is `larev.<name>` for larev/<name>/ or
 #: larev/<name>.py; `larev` is larev/__init__.py. A module imports only parts of its own layer or of layers below.
@@ -155,6 +160,14 @@ def layer_violations(graph: dict[str, list[Import]],
     return bad
 
 
+def cli_imports(graph: dict[str, list[Import]], cli: str = CLI_PACKAGE) -> list[Import]:
+    """The imports of the command line (`cli` or a module under it) by a module outside it."""
+    def inside(name: str) -> bool:
+        return name == cli or name.startswith(cli + ".")
+
+    return [imp for imports in graph.values() for imp in imports if inside(imp.target) and not inside(imp.source)]
+
+
 def core_part(module: str) -> str:
     """The part of the core a module of larev/ belongs to: `larev.x.y.z` -> `larev.x`; `larev` -> `larev`."""
     return ".".join(module.split(".")[:2])
@@ -249,6 +262,26 @@ def test_the_checker_reads_the_whole_project(repo_graph):
 def test_no_import_goes_up_a_layer(repo_graph):
     bad = layer_violations(repo_graph)
     assert not bad, "imports against the layers (larev < storage, tasks < flows):\n" + "\n".join(map(str, bad))
+
+
+def test_nothing_imports_the_command_line(repo_graph):
+    bad = cli_imports(repo_graph)
+    assert not bad, "imports of flows/cli/ from below it (move what they use to flows/):\n" + "\n".join(map(str, bad))
+
+
+def test_the_checker_finds_a_planted_import_of_the_command_line(tmp_path):
+    """A copy of flows/ passes; the same copy with flows/pipeline.py importing flows/cli/preflight.py inside a
+    function fails, naming that import and nothing else."""
+    shutil.copytree(REPO / "flows", tmp_path / "flows", ignore=shutil.ignore_patterns("__pycache__"))
+    assert not cli_imports(project_imports(tmp_path, ("flows",)))
+    pipeline = tmp_path / "flows" / "pipeline.py"
+    pipeline.write_text(pipeline.read_text(encoding="utf-8")
+                        + "\n\ndef planted():\n    from flows.cli.preflight import check_inputs\n"
+                          "    return check_inputs\n", encoding="utf-8")
+    line = len(pipeline.read_text(encoding="utf-8").splitlines()) - 1
+    bad = cli_imports(project_imports(tmp_path, ("flows",)))
+    assert [(imp.source, imp.target, imp.path, imp.line) for imp in bad] == [
+        ("flows.pipeline", "flows.cli.preflight", "flows/pipeline.py", line)]
 
 
 def test_every_part_of_the_core_is_in_a_layer(repo_graph):

@@ -334,17 +334,11 @@ def bench_human(args) -> int:
 
 
 def bench_validity(args) -> int:
-    """`larev bench validity`: the protocol's scorers on its task and split (flows/validity.py)."""
-    from flows.cli.options import _parse_set
-    from flows.pipeline import PipelineParams
-    from flows.validity import ValidityParams, validity_benchmark
+    """`larev bench validity`: the protocol's scorers on its task and split (flows/validity.py); its parameters
+    were built and checked before the server started (flows/cli/preflight.py)."""
+    from flows.validity import validity_benchmark
 
-    # read as `larev run --set` reads them: the path checked against the pipeline's parameters, YAML values
-    overrides = {a.path: a.value for a in (_parse_set(PipelineParams, item) for item in args.overrides)}
-    params = ValidityParams(protocol=args.protocol, task=args.task, split=args.split, out=args.out, seeds=args.seeds,
-                            metrics=args.metrics, human=args.human, test_limit=args.test_limit, overrides=overrides,
-                            artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, beside=args.beside,
-                            device=args.device, progress=not args.no_progress)
+    params = args.validity_params
     _wait_for_api(args)
     started = time.perf_counter()
     result = validity_benchmark(params)

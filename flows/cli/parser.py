@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from functools import cache
 
-from flows.cli.options import UNSET, Assignment, Command, Option, _comma_list, add_options, given
+from flows.cli.options import Command, Option, _comma_list, add_options
+from flows.settings import UNSET, Assignment, given
 
 SCALE_OUT = [
     Option("--shard-rows", "scale_out.shard_rows"),

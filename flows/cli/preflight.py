@@ -1,15 +1,13 @@
-"""Input checks that run before any Prefect server or flow starts: a bad file fails in about a second with one
-clear message (larev.errors), instead of after a server start-up and inside a flow run's traceback.
-
-The flows run the same checks first (they are also started from the UI and by schedules, `flow_input_check`): a
-bad file fails the flow run before any step with the one message as its state and a one-line error log, not a
-traceback printed twice. Each check reads what it checks the way the flow will: the same loaders, the same column
-map, the run's own test split.
+"""The command line's input checks, run before any Prefect server or flow starts: a bad file fails in about a
+second with one clear message (larev.errors), instead of after a server start-up and inside a flow run's traceback.
+The checks themselves are the flows' own (flows/inputs.py); this module picks the ones a command needs.
 """
 
 from __future__ import annotations
 
 import argparse
+
+from flows.inputs import compare_inputs, generate_inputs, human_inputs, pipeline_inputs, score_inputs, validity_inputs
 
 
 def check_inputs(args: argparse.Namespace) -> None:
@@ -28,101 +26,11 @@ def check_inputs(args: argparse.Namespace) -> None:
     elif args.command == "bench" and getattr(args, "bench", None) == "human":
         human_inputs(args.run, args.annotations)
     elif args.command == "bench" and getattr(args, "bench", None) == "validity":
-        from larev.validity.protocol import check_inputs as validity_inputs, load_protocol, protocol_digest, read_beside
-
-        validity_inputs(load_protocol(args.protocol), args.protocol, args.task, args.human, args.seeds, args.metrics)
-        if args.beside:
-            read_beside(args.beside, protocol_digest(args.protocol), args.task, args.split)
+        args.validity_params = validity_params(args)
+        validity_inputs(args.validity_params)
     elif args.command == "compare":
         args.compare_params = compare_params(args)
         compare_inputs(args.compare_params.runs, args.compare_params.sources, args.compare_params.metrics)
-
-
-def flow_input_check(check, *args):
-    """Inside a flow: run `check(*args)`; on bad input (a LarevError) log its message as the run's one error line
-    and return a Failed state that carries it, else None. The flow returns that state at once: the UI shows the
-    message, and a Python caller of the flow gets the LarevError itself (the state's data), not Prefect's
-    FailedRun."""
-    from prefect import get_run_logger
-    from prefect.states import Failed
-
-    from larev.errors import LarevError
-
-    try:
-        check(*args)
-    except LarevError as exc:
-        get_run_logger().error("%s", exc)
-        return Failed(message=str(exc), data=exc.with_traceback(None))  # the UI shows the message, not frames
-    return None
-
-
-def pipeline_inputs(params, *, with_task: bool = False) -> str | None:
-    """The backbone, the pipeline's example files (train, validation, test and their row slices) and a rationale
-    file; the examples' task when they were read (always with `with_task`)."""
-    import polars as pl
-
-    from larev.data.files import load_rationales_file
-    from larev.data.sources import load_data
-    from larev.models.pretrained import check_backbone
-
-    check_backbone(params.model.backbone)
-    if params.data.source != "files" and not params.rationales and not with_task:
-        return None
-    examples = load_data(params.data)
-    if params.rationales:
-        load_rationales_file(params.rationales, examples.filter(pl.col("split") == "test"),
-                             column_map=params.data.column_map or None)
-    return examples["task"][0]
-
-
-def _run_examples(run_dir: str):
-    from storage import ArtifactStore
-    from storage.ref import ArtifactRef
-    from tasks.export import read_run
-
-    run = read_run(run_dir)
-    return ArtifactStore(run["artifact_root"]), ArtifactRef(**run["artifacts"]["examples"])
-
-
-def score_inputs(params) -> None:
-    """`larev score`: the run directory and the rationale file against the run's test split (a shard at a time
-    when sharded, as the flow reads it); with degradations, its source names."""
-    from tasks.data import check_rationale_file
-
-    store, examples = _run_examples(params.run_dir())
-    if params.pack is not None:
-        from tasks.packs import check_pack_fits
-
-        check_pack_fits(params.pack, store.read_parquet(examples.key), params.rationales, params.column_map or None,
-                        params.reading)
-    check_rationale_file(store, examples, params.rationales, params.column_map or None,
-                         shard_rows=params.scale_out.shard_rows if params.scale_out.enabled else 0,
-                         reading=params.reading)
-    if params.degradations:  # a source named like a degradation (SOURCE~leaky) would be read as one
-        from larev.data.files import read_rationale_rows
-        from larev.generate.degradations import check_source_names
-
-        rows = read_rationale_rows(params.rationales, column_map=params.column_map or None, reading=params.reading)
-        check_source_names(rows["source"].drop_nulls().unique().to_list(), file=params.rationales)
-
-
-def generate_inputs(params) -> None:
-    """`larev generate`: the run directory (its examples readable), or the data's example files."""
-    from larev.data.sources import load_data
-
-    if params.run is not None:
-        _run_examples(params.run)
-    elif params.data.source == "files":
-        load_data(params.data)
-
-
-def human_inputs(run_dir: str, annotations: list[str]) -> None:
-    """`larev bench human`: the run directory and every annotation file (of the run's task, distinct kinds)."""
-    from larev.human.annotations import check_annotations
-    from tasks.data import examples_task
-
-    store, examples = _run_examples(run_dir)
-    check_annotations(run_dir, annotations, examples_task(store, examples))
 
 
 def compare_params(args: argparse.Namespace):
@@ -135,20 +43,15 @@ def compare_params(args: argparse.Namespace):
                                                                    by_label=args.by_label))
 
 
-def compare_inputs(runs: list[str], sources: list[str], metrics: list[str] | None = None) -> None:
-    """`larev compare`: every run directory; each rationale file against each run's test split; every other
-    source named in each run (a source of the run or an earlier `larev score` output), and their signatures
-    (larev.compare.NotComparable: a file's are checked once the flow has scored it)."""
-    from tasks.compare import check_comparable, is_rationale_file, source_scores
-    from tasks.data import check_rationale_file
+def validity_params(args: argparse.Namespace):
+    """`larev bench validity`'s options as the flow's validated parameters; `--set` is read as `larev run --set`
+    reads it (the path checked against the pipeline's parameters, the value as YAML)."""
+    from flows.pipeline import PipelineParams
+    from flows.settings import parse_set
+    from flows.validity import ValidityParams
 
-    for run_dir in runs:
-        store, examples = _run_examples(run_dir)
-        for ref in sources:
-            if is_rationale_file(ref):
-                check_rationale_file(store, examples, ref, None, shard_rows=0)
-            else:
-                source_scores(run_dir, ref)
-    scored = [ref for ref in sources if not is_rationale_file(ref)]
-    if scored:
-        check_comparable(runs, scored, metrics)
+    overrides = {a.path: a.value for a in (parse_set(PipelineParams, item) for item in args.overrides)}
+    return ValidityParams(protocol=args.protocol, task=args.task, split=args.split, out=args.out, seeds=args.seeds,
+                          metrics=args.metrics, human=args.human, test_limit=args.test_limit, overrides=overrides,
+                          artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, beside=args.beside,
+                          device=args.device, progress=not args.no_progress)
