@@ -95,9 +95,9 @@ bench-speed: install
 
 ## the CPU reference of the GPU check (docs/results.md, "What a run costs"): the pure core, no Prefect, on e-SNLI's
 ## default slice (train :2000, test 8000:8500), fp32, seed 0, each step timed; bench/gpu/cpu, which
-## `python -m larev.bench.gpu compare bench/gpu/cpu --gpu DIR --fixed FIXED` reads beside the GPU's runs
+## `larev bench gpu compare bench/gpu/cpu --gpu DIR --fixed FIXED` reads beside the GPU's runs
 bench-gpu-reference: install
-	$(BIN)/python -m larev.bench.gpu run --esnli $(ESNLI) --device cpu --precision fp32 --out bench/gpu/cpu
+	$(BIN)/larev bench gpu run --data $(ESNLI) --device cpu --precision fp32 --out bench/gpu/cpu
 
 ## sharded scoring: 20,000 rationales in one process vs on 1 and 2 Dask workers, scores compared; bench/scale/scale.json
 bench-scale: install

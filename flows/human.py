@@ -20,6 +20,7 @@ from flows.score import finished_run, score_all
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.baselines import make_baselines, make_rationale_variants
+from tasks.bench import stored_annotation_inputs
 from tasks.export import read_run
 from tasks.human import annotation_inputs
 from tasks.metric import Run
@@ -39,11 +40,15 @@ class HumanParams(BaseModel):
     refresh: bool = Field(False, description="recompute every step even where a cached result exists")
 
 
-def score_annotations(steps: StepRunner, base: Run, refs: dict[str, ArtifactRef], path: str,
+def score_annotations(steps: StepRunner, base: Run, refs: dict[str, ArtifactRef], source: str | ArtifactRef,
                       name: str) -> list[ArtifactRef]:
-    """Score tables of an annotation file's explanations (and each instance's vacuous baseline) by every metric a
-    finished run (`base`, `refs`) trained; its instances are new test examples, baselines built as for any."""
-    inputs = steps.run(annotation_inputs, path, file_digest(path), step_label=f"{name}-inputs")
+    """Score tables of the explanations of an annotation file (a path) or of a stored annotation table (and each
+    instance's vacuous baseline) by every metric a finished run (`base`, `refs`) trained; its instances are new
+    test examples, baselines built as for any."""
+    if isinstance(source, ArtifactRef):
+        inputs = steps.run(stored_annotation_inputs, source, step_label=f"{name}-inputs")
+    else:
+        inputs = steps.run(annotation_inputs, source, file_digest(source), step_label=f"{name}-inputs")
     baselines = steps.run(make_baselines, inputs["examples"], base.baseline_config,
                           step_label=f"{name}-baselines")
     # the vacuous baseline scored too: the reference row of each source table

@@ -23,6 +23,7 @@ from flows.metrics import METRICS
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
 from tasks.baselines import make_baselines, make_rationale_variants
+from tasks.bench import stacked_rationales, stored_rationales
 from tasks.metric import Metric, Run, resolved_params, run_signatures
 from tasks.runtime.runner import StepRunner
 from tasks.training import train_tokenizer
@@ -123,11 +124,18 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
 
     if (failed := flow_input_check(pipeline_inputs, params)) is not None:
         return failed
+    return run_pipeline(params)
+
+
+def run_pipeline(params: PipelineParams, extra_rationales: ArtifactRef | None = None) -> dict:
+    """The pipeline's steps inside the calling flow (`larev_pipeline`'s, or a benchmark seed's): every metric
+    trained and scored, the run directory written. `extra_rationales`: a rationale table already in the store (a
+    benchmark's perturbations, generated rationales), scored beside the variants and the user's file."""
     store = ArtifactStore(params.artifact_root)
     with StepRunner(store, gpu_deployment=params.gpu_deployment, scale_out=params.scale_out,
                     progress=params.progress,
                     concurrent_chains=params.concurrent_chains if params.gpu_deployment else 1) as steps:
-        run, rationales, inputs = input_steps(steps, params)
+        run, rationales, inputs = input_steps(steps, params, extra_rationales)
         # the one resolution step: every setting left unset, filled from the presets before any metric step
         params, resolved_from = resolved_params(params, run.task, tuple(SECTIONS))
         run.params, run.score = params, params.score
@@ -156,18 +164,23 @@ def larev_pipeline(params: PipelineParams = PipelineParams()) -> dict:
     run_dir = export_run(store, str(Path(params.run_dir) / params.run_name), refs, recorded,
                          backbone_weights=weights, extra={"resolved_from": resolved_from, "signatures": signatures,
                                                           "data_digests": digests})
-    return {"run_dir": run_dir, "refs": refs, "steps": steps.records}
+    return {"run_dir": run_dir, "refs": refs, "steps": steps.records, "signatures": signatures}
 
 
-def input_steps(steps: StepRunner, params: PipelineParams) -> tuple[Run, ArtifactRef, dict[str, ArtifactRef]]:
-    """The steps every metric builds on: examples, baselines, the rationale variants (and a user file), the
-    embedded tokenizer. Returns what the metrics read, the rationale table to score, and the input refs."""
+def input_steps(steps: StepRunner, params: PipelineParams, extra_rationales: ArtifactRef | None = None
+                ) -> tuple[Run, ArtifactRef, dict[str, ArtifactRef]]:
+    """The steps every metric builds on: examples, baselines, the rationale variants (and a user file, and a stored
+    table of further rationales), the embedded tokenizer. Returns what the metrics read, the rationale table to
+    score, and the input refs."""
     examples = steps.run(load_examples, params.data, source_digests(params.data))
     baselines = steps.run(make_baselines, examples, params.baselines)
     user = None
     if params.rationales:
         user = steps.run(load_rationales, params.rationales, file_digest(params.rationales), examples,
                          params.data.column_map or None)
+    if extra_rationales is not None:
+        extra = steps.run(stored_rationales, extra_rationales, examples)
+        user = extra if user is None else steps.run(stacked_rationales, [user, extra])
     rationales = steps.run(make_rationale_variants, examples, baselines, params.variants, user)
     tokenizer = steps.run(train_tokenizer, examples, baselines, params.model)
     run = Run(steps=steps, examples=examples, baselines=baselines, baseline_config=params.baselines,

@@ -2,8 +2,8 @@
 
 `larev service setup` (and docker/compose.yaml's setup job) prepares a Prefect server for larev in one go:
 
-1. the work pools of deployments/prefect.yaml (`larev-cpu`, `larev-gpu` process pools, `larev-gpu-docker`),
-   created when missing;
+1. the work pools of deployments/prefect.yaml (`larev-cpu`, `larev-bench`, `larev-gpu` process pools,
+   `larev-gpu-docker`), created when missing;
 2. crash detection: an automation that marks a flow run Crashed when its heartbeats stop (a run whose process
    was SIGKILLed, or whose machine died). larev's runs send a heartbeat every `HEARTBEAT_SECONDS`
    (PREFECT_FLOWS_HEARTBEAT_FREQUENCY, set by the CLI and by the deployments' job variables); after
@@ -27,7 +27,7 @@ from pathlib import Path
 from larev.errors import ConfigError
 
 #: The work pools deployments/prefect.yaml names, and their worker types.
-WORK_POOLS = {"larev-cpu": "process", "larev-gpu": "process", "larev-gpu-docker": "docker"}
+WORK_POOLS = {"larev-cpu": "process", "larev-bench": "process", "larev-gpu": "process", "larev-gpu-docker": "docker"}
 #: Seconds between a running flow's heartbeats (Prefect's minimum is 30).
 HEARTBEAT_SECONDS = 30
 #: Seconds without a heartbeat after which a running flow run is marked Crashed.

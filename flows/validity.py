@@ -2,18 +2,22 @@
 file (protocols/validity.yaml) fixes them: human judgements (each file's half of the split), perturbations of the
 gold rationale, and the built-in variants.
 
-Per seed, a pipeline run trains every scorer on the protocol's train rows and scores the split's test rows with
-their perturbations (a rationale file), then scores each human file's half with the same evaluators. Where the
-task names generators of known quality, `larev generate` writes their rationales for the split's rows once, before
-the first seed (trained on the train rows with their own seeds), and they join the rationale file. The scores go
-to OUT/seed-<k>/; larev/validity/evidence.py turns them into results.json, results.md and results.png. A run on
-the report split appends its line to the ledger. Every step is cached: a rerun reads what it already computed.
+Before the first seed, the benchmark's own steps store what every seed reads: the perturbations of the split's
+gold rationales, the task's generators' rationales (`larev generate`, trained once on the train rows with their own
+seeds) and the halves of the human files. Each seed is a `benchmark-seed` flow run (flows/benchmark.py): a
+pipeline run trains every scorer on the protocol's train rows and scores the split's test rows with the stored
+rationale table, then scores each human half with the same evaluators (on the tune split, each decision candidate
+in a run of its own too). Seeds run here one after another, or all at once on a work pool (`seed_deployment`).
+The scores go to OUT/seed-<k>/; larev/validity/evidence.py turns them into results.json, results.md and
+results.png. A run on the report split appends its line to the ledger. Every step is cached: a rerun reads what
+it already computed.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -23,9 +27,8 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from larev.config import Device
-from larev.data.files import read_table
+from larev.digests import file_digest
 from larev.data.sources import parse_slice
-from larev.human.annotations import read_annotations
 from larev.validity.protocol import Protocol, check_inputs, load_protocol, protocol_digest, read_beside
 from storage import ArtifactStore
 from storage.ref import ArtifactRef
@@ -41,7 +44,7 @@ class ValidityParams(BaseModel):
     task: Literal["nli", "qa"] = Field("nli", description="which of the protocol's tasks")
     split: Literal["tune", "report"] = Field("tune", description="tune: choices are made on it; report: read "
                                                                  "once per decision, recorded in the ledger")
-    out: str = Field(..., description="directory for results.json, results.md, results.png and seed-<k>/")
+    out: str = Field(..., description="directory for results.json, results.md, results.png and one folder per seed")
     seeds: list[int] | None = Field(None, description="a subset of the protocol's seeds (results say which ran); "
                                                       "default: all of them")
     metrics: list[str] | None = Field(None, description="a subset of the protocol's metrics; default: all")
@@ -57,14 +60,18 @@ class ValidityParams(BaseModel):
                                                   "in results.md")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
+    seed_deployment: str | None = Field(
+        None, description="a deployment of the benchmark-seed flow on a work pool (e.g. 'benchmark-seed/"
+                          "benchmark-seed'): every seed runs there at once; empty: one after another, here. The "
+                          "workers must see the same artifact root (S3 or a shared disk)")
 
 
-def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, rationales: str, test_rows: str,
+def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, test_rows: str,
                     candidate: str | None = None):
     """The pipeline parameters of one seed: the protocol's data, backbone and task settings, its scorers switched on
-    (metrics, LAREV's controls and ablations), the perturbations (and generated rationales) as the rationale file
-    it scores, the caller's overrides, every seed moved by `seed`. With `candidate` (a decision candidate's run,
-    METRIC@LABEL): that metric alone, with the candidate's settings after every other."""
+    (metrics, LAREV's controls and ablations), the caller's overrides, every seed moved by `seed`. With `candidate`
+    (a decision candidate's run, METRIC@LABEL): that metric alone, with the candidate's settings after every
+    other."""
     from flows.metrics import with_metrics
     from flows.pipeline import PipelineParams
     from flows.settings import assigned
@@ -76,7 +83,7 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, ratio
     suffix = f"-{candidate.replace('@', '-at-')}" if candidate else ""
     tree = PipelineParams(
         run_name=f"validity-{params.task}-{params.split}-seed{seed}{suffix}", artifact_root=params.artifact_root,
-        run_dir=params.run_dir, rationales=rationales, progress=params.progress,
+        run_dir=params.run_dir, progress=params.progress,
         data={"source": "files", "task": params.task, "train": task.data, "test": task.data,
               "train_rows": task.train_rows, "test_rows": test_rows},
         model={"backbone": protocol.backbone}, train={"device": params.device}).model_dump(mode="json")
@@ -101,7 +108,7 @@ def check_decisions(protocol: Protocol, params: ValidityParams, rows: str) -> No
                 field_at(PipelineParams, path, origin=f"{params.protocol}: tasks.{params.task}.decisions.{metric}."
                                                       f"{name}: {path}")
     for name in protocol.candidate_runs(params.task):
-        pipeline_params(protocol, params, 0, str(Path(params.out) / "rationales.parquet"), rows, name)
+        pipeline_params(protocol, params, 0, rows, name)
 
 
 def _as_candidate(scores, metric: str, candidate: str):
@@ -111,45 +118,36 @@ def _as_candidate(scores, metric: str, candidate: str):
     return scores.filter(pl.col("metric") == metric).with_columns(metric=pl.lit(candidate))
 
 
-def scored_run(protocol: Protocol, params: ValidityParams, seed: int, rationales: str, rows: str,
-               halves: dict[str, str], candidate: str | None, seconds: dict[str, float], *,
-               with_texts: bool = False) -> dict:
-    """One pipeline run of a seed (the protocol's, or a decision candidate's) and its scores of the human halves:
-    {"test", "human": {file: scores}, "signatures"} (scores: metric, id, source, score; a candidate's are its
-    metric's, under the candidate's name), and with `with_texts` "texts": the rationales it scored. Adds the
-    run's times to `seconds`."""
-    from flows.human import score_annotations
-    from flows.pipeline import larev_pipeline
-    from flows.score import finished_run
-    from tasks.export import read_run
-    from tasks.runtime.runner import StepRunner
+def seed_runs(protocol: Protocol, params: ValidityParams, seed: int, rows: str, candidates: list[str]) -> list:
+    """The seed's pipeline runs: the protocol's, then each decision candidate's (METRIC@LABEL, its own run)."""
+    from flows.benchmark import SeedRun
 
-    label = f"seed-{seed}" + (f"-{candidate}" if candidate else "")
-    started = time.perf_counter()
-    result = larev_pipeline(pipeline_params(protocol, params, seed, rationales, rows, candidate))
-    seconds[f"{label}-pipeline"] = time.perf_counter() - started
-    run = read_run(result["run_dir"])
-    refs = {k: ArtifactRef(**v) for k, v in run["artifacts"].items()}
-    store = ArtifactStore(run["artifact_root"])
-    started = time.perf_counter()
-    human = {}
-    with StepRunner(store, progress=params.progress) as steps:
-        base = finished_run(steps, run, refs, device=params.device)
-        for name, path in halves.items():
-            tables = score_annotations(steps, base, refs, path, f"{name}-{params.split}")
-            human[name] = pl.concat([store.read_parquet(t.key) for t in tables], how="diagonal_relaxed")
-    seconds[f"{label}-human"] = time.perf_counter() - started
-    test, signatures = store.read_parquet(refs["scores"].key), run.get("signatures", {})
-    if candidate:  # its metric's scores, under the candidate's name
-        metric = protocol.candidate_runs(params.task)[candidate][0]
-        test, human = _as_candidate(test, metric, candidate), _as_candidate(human, metric, candidate)
-        signatures = {candidate: signatures[metric]} if metric in signatures else {}
+    return [SeedRun(label=candidate or "", pipeline=pipeline_params(protocol, params, seed, rows, candidate))
+            for candidate in [None, *candidates]]
+
+
+def seed_scores(protocol: Protocol, params: ValidityParams, store: ArtifactStore, result: dict) -> dict:
+    """One seed's `benchmark_seed` result as the evidence reads it: {"test", "human": {file: scores},
+    "signatures"} (scores: metric, id, source, score); a candidate run's are its metric's, under the candidate's
+    name."""
     columns = ("metric", "id", "source", "score")
-    out = {"test": test.select(*columns), "human": {k: v.select(*columns) for k, v in human.items()},
-           "signatures": signatures}
-    if with_texts:
-        out["texts"] = store.read_parquet(refs["rationales"].key).select("id", "source", "rationale")
-    return out
+    tests, humans, signatures = [], {}, {}
+    for label, run in result["runs"].items():
+        test = store.read_parquet(ArtifactRef.model_validate(run["scores"]).key)
+        human = {name.removesuffix(f"-{params.split}"): pl.concat(
+                     [store.read_parquet(ArtifactRef.model_validate(t).key) for t in tables], how="diagonal_relaxed")
+                 for name, tables in run["human"].items()}
+        run_signatures = run["signatures"]
+        if label:  # a candidate's run: its metric's scores, under the candidate's name
+            metric = protocol.candidate_runs(params.task)[label][0]
+            test, human = _as_candidate(test, metric, label), _as_candidate(human, metric, label)
+            run_signatures = {label: run_signatures[metric]} if metric in run_signatures else {}
+        tests.append(test.select(*columns))
+        for name, frame in human.items():
+            humans.setdefault(name, []).append(frame.select(*columns))
+        signatures.update(run_signatures)
+    return {"test": pl.concat(tests), "human": {name: pl.concat(frames) for name, frames in humans.items()},
+            "signatures": signatures}
 
 
 def split_rows(protocol: Protocol, params: ValidityParams) -> str:
@@ -163,15 +161,10 @@ def split_rows(protocol: Protocol, params: ValidityParams) -> str:
     return f"{start}:{stop}"
 
 
-def test_examples(protocol: Protocol, params: ValidityParams, rows: str) -> pl.DataFrame:
-    data = read_table(protocol.tasks[params.task].data)
-    return data[parse_slice(rows)]
-
-
-def generated_rationales(protocol: Protocol, params: ValidityParams, rows: str, out: Path) -> pl.DataFrame:
+def generated_rationales(protocol: Protocol, params: ValidityParams, rows: str, out: Path) -> tuple[ArtifactRef, list]:
     """The task's generators' rationales for the split's rows (id, source, rationale, label; source = the
-    generator's name), by `larev generate` on the protocol's data (cached steps; written to OUT/generated.parquet).
-    The generators are embedded T5s whatever the scorers' backbone."""
+    generator's name), by `larev generate` on the protocol's data: its stored table (a copy in OUT/generated.parquet)
+    and the generate flow's step records. The generators are embedded T5s whatever the scorers' backbone."""
     from flows.generate import GenerateParams, generate_rationales
 
     task = protocol.tasks[params.task]
@@ -180,9 +173,9 @@ def generated_rationales(protocol: Protocol, params: ValidityParams, rows: str, 
               "train_rows": task.train_rows, "test_rows": rows},
         artifact_root=params.artifact_root, generators=task.generator_configs(),
         out=str(out / "generated.parquet"), device=params.device, progress=params.progress))
-    if not isinstance(result, dict) or "out" not in result:
+    if not isinstance(result, dict) or "refs" not in result:
         raise RuntimeError(f"generating the protocol's rationales failed: {result}")
-    return read_table(result["out"]).select("id", "source", "rationale", "label")
+    return result["refs"]["rationales"], result["steps"]
 
 
 def _commit() -> str | None:
@@ -199,12 +192,17 @@ def _commit() -> str | None:
 def validity_benchmark(params: ValidityParams) -> dict:
     """Train the protocol's scorers once per seed and judge them on human judgements, perturbations and variants;
     on the tune split, score each decision candidate and decide the protocol's defaults."""
-    from larev.validity.human_split import human_half
+    from flows.benchmark import SeedParams, human_name, run_seeds
+    from flows.inputs import flow_input_check, validity_inputs
     from larev.validity.ledger import append_ledger
-    from larev.validity.perturb import perturbations
+    from tasks.bench import human_half_table, perturbed_rationales, read_stored_annotations, stacked_rationales
+    from tasks.runtime.runner import StepRunner
 
+    if (failed := flow_input_check(validity_inputs, params)) is not None:
+        return failed
     protocol, digest = load_protocol(params.protocol), protocol_digest(params.protocol)  # read once, at the start
     commit = _commit()  # the code that runs, as it is when the run starts
+    task = protocol.tasks[params.task]
     files = check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
     beside = read_beside(params.beside, digest, params.task, params.split) if params.beside else None
     out = Path(params.out)
@@ -221,47 +219,54 @@ def validity_benchmark(params: ValidityParams) -> dict:
         print(f"the report split, read {len(before)} time(s) before under this protocol (ledger {params.ledger})"
               + "".join(f"\n  {line['date']} commit {line['commit']} -> {line['out']}" for line in before),
               flush=True)
-    # one set of perturbations for every training seed (their draws: seed 0 and each instance's id)
-    perturbed = perturbations(test_examples(protocol, params, rows), params.task, seed=0)
-    perturbed.rows.write_parquet(out / "perturbations.parquet")
-    scored = perturbed.rows
-    if protocol.tasks[params.task].generators:
-        generating = time.perf_counter()
-        scored = pl.concat([scored, generated_rationales(protocol, params, rows, out)], how="diagonal_relaxed")
-        seconds["generators"] = time.perf_counter() - generating
-    rationale_file = out / "rationales.parquet"  # what every seed's run scores beside the split's own variants
-    scored.write_parquet(rationale_file)
-    halves = {}
-    for path in files:
-        half = out / "human" / f"{Path(path).stem}-{params.split}.parquet"
-        half.parent.mkdir(exist_ok=True)
-        human_half(read_table(path), params.split).write_parquet(half)
-        halves[Path(path).stem] = str(half)
-    annotations = {name: read_annotations(path) for name, path in halves.items()}
+    store = ArtifactStore(params.artifact_root)
+    with StepRunner(store, progress=params.progress) as steps:
+        # one set of perturbations for every training seed (their draws: seed 0 and each instance's id)
+        perturbed = steps.run(perturbed_rationales, task.data, file_digest(task.data), rows, params.task, 0)
+        tables, generating_steps = [perturbed["rationales"]], []
+        if task.generators:
+            generating = time.perf_counter()
+            generated, generating_steps = generated_rationales(protocol, params, rows, out)
+            tables.append(generated)
+            seconds["generators"] = time.perf_counter() - generating
+        # what every seed's runs score beside the split's own variants
+        rationales = steps.run(stacked_rationales, tables)
+        halves = [steps.run(human_half_table, path, file_digest(path), params.split,
+                            step_label=f"human-half-{Path(path).stem}") for path in files]
+    for name, ref in (("perturbations", perturbed["rationales"]), ("rationales", rationales)):  # to read
+        store.read_parquet(ref.key).write_parquet(out / f"{name}.parquet")
+    annotations = {human_name(half).removesuffix(f"-{params.split}"): read_stored_annotations(store, half)
+                   for half in halves}
     seconds["inputs"] = time.perf_counter() - started - seconds.get("generators", 0.0)
     seeds = params.seeds or protocol.seeds
-    per_seed: dict[int, dict] = {}
     metrics = params.metrics or protocol.scorers.metrics  # a candidate of a metric the run leaves out is not run
     candidates = [name for name, (metric, _) in protocol.candidate_runs(params.task).items()
                   if metric in metrics] if params.split == "tune" else []
-    texts = None
-    for n, seed in enumerate(seeds, 1):
-        print(f"seed {seed} ({n} of {len(seeds)})", flush=True)
-        runs = []
-        for candidate in [None, *candidates]:  # the protocol's run, then each decision candidate's own run
-            if candidate:
-                print(f"seed {seed}: decision candidate {candidate}", flush=True)
-            runs.append(scored_run(protocol, params, seed, str(rationale_file), rows, halves, candidate, seconds,
-                                   with_texts=texts is None and candidate is None))
-        texts = runs[0]["texts"] if texts is None else texts  # the rationales the first run scored (length)
+    benchmark = f"validity-{params.task}-{params.split}"
+    results, remote = run_seeds([SeedParams(benchmark=benchmark, seed=seed,
+                                            runs=seed_runs(protocol, params, seed, rows, candidates),
+                                            rationales=rationales, human=halves, device=params.device,
+                                            progress=params.progress) for seed in seeds], params.seed_deployment)
+    per_seed: dict[int, dict] = {}
+    runs_of = {seed: results[seed]["runs"] for seed in seeds}
+    for seed in seeds:
+        runs = runs_of[seed]
+        for label, run in runs.items():
+            name = f"seed-{seed}" + (f"-{label}" if label else "")
+            for part, value in run["seconds"].items():
+                seconds[f"{name}-{part}"] = value
+        if seed in remote:
+            seconds[f"seed-{seed}-work-pool"] = remote[seed]
+        per_seed[seed] = seed_scores(protocol, params, store, results[seed])
         seed_dir = out / f"seed-{seed}"
         seed_dir.mkdir(exist_ok=True)
-        per_seed[seed] = {"test": pl.concat([r["test"] for r in runs]), "human": {},
-                          "signatures": {k: v for r in runs for k, v in r["signatures"].items()}}
         per_seed[seed]["test"].write_parquet(seed_dir / "scores.parquet")
-        for name in halves:
-            per_seed[seed]["human"][name] = pl.concat([r["human"][name] for r in runs])
-            per_seed[seed]["human"][name].write_parquet(seed_dir / f"human-{name}.parquet")
+        for name, frame in per_seed[seed]["human"].items():
+            frame.write_parquet(seed_dir / f"human-{name}.parquet")
+    # the rationales the first seed's run scored (their length is a baseline scorer)
+    first = results[seeds[0]]["runs"][""]
+    texts = store.read_parquet(ArtifactRef.model_validate(first["rationales"]).key).select("id", "source",
+                                                                                          "rationale")
     from larev.validity.evidence import SeedScores, evaluate
     from larev.validity.report import write_results
 
@@ -269,6 +274,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     per_seed = {seed: SeedScores(**scores) for seed, scores in per_seed.items()}
     results = evaluate(protocol, params.task, per_seed, annotations, texts=texts, decide=params.split == "tune")
     seconds["evidence"] = time.perf_counter() - started
+    skipped = store.read_json(perturbed["skipped"].key)
     # anything but the protocol's seeds, metrics, rows, settings and human files is not a result of the protocol
     partial = bool((params.seeds and sorted(params.seeds) != sorted(protocol.seeds))
                    or (params.metrics and sorted(params.metrics) != sorted(protocol.scorers.metrics))
@@ -278,7 +284,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
                "backbone": protocol.backbone, "test_rows": rows,
                "partial": partial, "overrides": params.overrides, "commit": commit,
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "perturbations_skipped": perturbed.skipped,
+               "perturbations_skipped": skipped,
                "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()},
                "seconds": {k: round(v, 1) for k, v in seconds.items()},
                **results}
@@ -286,4 +292,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     if params.split == "report":
         append_ledger(params.ledger, results, out=str(out))
     print(f"validity results in {out}: results.json, results.md, results.png", flush=True)
-    return {"out": str(out), "results": results}
+    # every step the benchmark ran or read from cache: its own, then each seed's (flows/benchmark.py)
+    records = [asdict(r) for r in [*steps.records, *generating_steps]] + [record for seed in seeds for run in runs_of[seed].values()
+                                                    for record in run["steps"]]
+    return {"out": str(out), "results": results, "steps": records}

@@ -12,10 +12,8 @@ import polars as pl
 
 from larev.config import ModelConfig, TrainConfig
 from larev.formats import input_only, input_with_rationale, target_text, task_inputs
-from larev.methods.vocabulary import vocabulary_texts
-from larev.models import pretrained
+from larev.methods.vocabulary import run_vocabularies
 from larev.models.evaluator import new_evaluator, save_evaluator
-from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
 from larev.schema import label_sets
 from storage import ArtifactStore
@@ -86,25 +84,20 @@ def source_frame(store: ArtifactStore, examples: ArtifactRef, training_rationale
 @larev_task("tokenizer")
 def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: ArtifactRef,
                     model: ModelConfig) -> ArtifactRef | None:
-    """The run's vocabularies: the embedded backbone's word-level tokenizer (from the training texts), or
-    minilm-frozen's output vocabulary (every label text of every split: what its decoder predicts); None for
-    other checkpoints, which bring their own."""
-    if model.backbone == "embedded":
-        df = training_frame(store, examples, baselines).filter(pl.col("split") == "train")
-        tok = train_word_tokenizer(vocabulary_texts(df), max_vocab=model.max_vocab)
-        with tempfile.TemporaryDirectory() as tmp:
-            tok.save_pretrained(tmp)
-            return put_dir(store, "tokenizer", tmp, kind="dir")
-    spec = pretrained.NAMED_BACKBONES.get(model.backbone)
-    if spec is None or not spec.frozen:
-        return None
-    from larev.models.frozen import OUTPUT_VOCABULARY_FILE, output_vocabulary
+    """The run's vocabularies (larev/methods/vocabulary.py `run_vocabularies`): the embedded backbone's word-level
+    tokenizer (from the training texts), or minilm-frozen's output vocabulary (every label text of every split:
+    what its decoder predicts); None for other checkpoints, which bring their own."""
+    from larev.models.frozen import OUTPUT_VOCABULARY_FILE
 
-    every = store.read_parquet(examples.key)
-    texts = sorted({target_text(c) for cands in label_sets(every) for c in cands})
-    ids = output_vocabulary(pretrained.wordpiece_tokenizer(pretrained.checkpoint_dir(model.backbone)), texts)
+    train = training_frame(store, examples, baselines).filter(pl.col("split") == "train")
+    tokenizer, output_ids = run_vocabularies(model, train, store.read_parquet(examples.key))
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / OUTPUT_VOCABULARY_FILE).write_text(json.dumps(ids))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        elif output_ids is not None:
+            (Path(tmp) / OUTPUT_VOCABULARY_FILE).write_text(json.dumps(output_ids))
+        else:
+            return None
         return put_dir(store, "tokenizer", tmp, kind="dir")
 
 

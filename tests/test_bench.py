@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 
@@ -255,3 +257,30 @@ def test_report_rows_write_a_subset_of_the_test_rows_with_its_own_summary(tmp_pa
     assert json.loads((tmp_path / "tune" / "results.json").read_text())["n_test"] == 20
     with pytest.raises(ConfigError, match="selects none"):
         write_quality_outputs(run, tmp_path / "none", title="t", seconds=1.0, n_boot=0, rows=slice(40, None))
+
+
+def test_bench_quality_runs_each_seed_through_the_per_seed_flow_and_a_rerun_is_fully_cached(tmp_path,
+                                                                                             prefect_harness):
+    """Two seeds of `bench quality` are two flow runs of the benchmark-seed flow (the one `bench validity` runs),
+    each seed's results in OUT/seed-<k>; the same benchmark again reads every step of every seed from cache and
+    writes the same results."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    from flows.quality import QualityParams, quality_benchmark
+    from tests.test_flows import tiny_params
+
+    params = QualityParams(pipeline=tiny_params(tmp_path, run_name="seeds-bench"), out=str(tmp_path / "out"),
+                           seeds=2, bootstrap=10, stress=False)
+    first = quality_benchmark(params)
+    assert [run["seed"] for run in first["runs"]] == [0, 1] and first["n_seeds"] == 2
+    assert all(not all(record["cached"] for record in run["steps"]) for run in first["runs"])
+    with get_client(sync_client=True) as client:
+        names = {run.name for run in client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=["benchmark-seed"])), limit=200)}
+    assert {"bench-quality-seeds-bench-seed0", "bench-quality-seeds-bench-seed1"} <= names
+    results = (tmp_path / "out" / "results.json").read_text()
+    second = quality_benchmark(params)
+    assert [r["step"] for run in second["runs"] for r in run["steps"] if not r["cached"]] == []
+    assert json.loads((tmp_path / "out" / "seed-1" / "results.json").read_text())["scores"]
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["scores"] == json.loads(results)["scores"]

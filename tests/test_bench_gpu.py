@@ -1,5 +1,6 @@
-"""The GPU check's script (larev/bench/gpu.py): its agreement figures against values worked out by hand, the
-comparison table, and (slow) the script end to end on this machine's CPU."""
+"""The GPU check (larev/bench/gpu.py, `larev bench gpu`: flows/gpu_check.py): its agreement figures against values
+worked out by hand, the comparison table, its settings (a run's, resolved by the pipeline's own step), and (slow)
+the command end to end on this machine's CPU."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from larev.bench.gpu import compare, fixed_agreement, main, variant_means
+from flows.cli import main
+from larev.bench.gpu import compare, fixed_agreement, variant_means
 
 ESNLI = Path(__file__).resolve().parents[2] / "shared" / "data" / "esnli" / "dev.parquet"
 
@@ -62,25 +64,51 @@ def test_compare_table_and_tolerances(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not ESNLI.exists(), reason="needs ../shared/data/esnli/dev.parquet")
-def test_the_script_end_to_end_on_the_cpu(tmp_path):
+def test_the_command_end_to_end_on_the_cpu(tmp_path):
     """run, then fixed with the run's own models on the same device (scores identical), then compare."""
-    rows = ["--esnli", str(ESNLI), "--train-rows", ":300", "--test-rows", "8000:8040", "--device", "cpu",
+    rows = ["--data", str(ESNLI), "--train-rows", ":300", "--test-rows", "8000:8040", "--device", "cpu",
             "--ig-steps", "4"]
-    assert main(["run", *rows, "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
-    assert main(["fixed", *rows, "--models", str(tmp_path / "run" / "models"), "--out", str(tmp_path / "fixed")]) == 0
+    assert main(["bench", "gpu", "run", *rows, "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
+    assert main(["bench", "gpu", "fixed", *rows, "--models", str(tmp_path / "run" / "models"),
+                 "--out", str(tmp_path / "fixed")]) == 0
     _, agreement = compare(tmp_path / "run", [tmp_path / "run"], [tmp_path / "fixed"])
     fixed = agreement["runs"][0]["fixed"]
     assert fixed["rows"] == 40 * 4 * 2 and fixed["max_abs"] == 0.0 and fixed["same_term"] == 1.0
 
 
+def test_the_gpu_checks_settings_are_a_runs_resolved_by_the_pipelines_step(tmp_path):
+    """The check's settings are what `larev run` of the same slice, backbone and seed resolves (the presets of its
+    backbone, task and data), not settings of its own: on e-SNLI-shaped files the embedded backbone's real-NLI
+    preset, on minilm-frozen the frozen backbone's."""
+    from flows.gpu_check import GpuCheckParams, check_settings
+    from flows.pipeline import SECTIONS, PipelineParams
+    from larev.bench.quality import reseeded
+    from tasks.metric import resolved_params
+
+    data = tmp_path / "nli.parquet"
+    data.write_text("")  # never read: resolution needs the path only
+    for backbone, seed in (("embedded", 0), ("minilm-frozen", 2)):
+        check = check_settings(GpuCheckParams(data=str(data), backbone=backbone, seed=seed, epochs=2, ig_steps=8))
+        run = PipelineParams.model_validate(
+            {"data": {"source": "files", "task": "nli", "train": str(data), "test": str(data),
+                      "train_rows": ":2000", "test_rows": "8000:8500"},
+             "model": {"backbone": backbone}, "train": {"epochs": 2, "device": "cpu", "bf16": False},
+             "larev": {"attribution": {"n_steps": 8}}})
+        resolved = resolved_params(reseeded(run, seed), "nli", tuple(SECTIONS))[0]
+        assert check.model_dump() == resolved.model_dump()
+        assert check.train.seed == 42 + seed and check.larev.attribution.n_steps == 8
+        assert None not in (check.larev.objective.lambda_irm, check.train.learning_rate_for(backbone))
+
+
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.skipif(not ESNLI.exists(), reason="needs ../shared/data/esnli/dev.parquet")
 def test_the_gpu_check_and_a_larev_run_of_the_same_slice_and_seed_give_the_same_scores(tmp_path):
-    """The GPU check runs the pipeline's own steps (larev.bench.gpu.run_core: the same core functions, LAREV's
-    settings resolved from the same presets): on the CPU its REV and LAREV scores equal a `larev run` of the same
+    """The GPU check runs the pipeline's own steps (larev.bench.gpu.run_core: the same core functions, the settings
+    resolved by the pipeline's own step): on the CPU its REV and LAREV scores equal a `larev run` of the same
     e-SNLI slice and seed to 1e-6 nats."""
+    from flows.gpu_check import GpuCheckParams, check_examples, check_settings
     from flows.pipeline import PipelineParams, larev_pipeline
-    from larev.bench.gpu import esnli_slice, run_core
+    from larev.bench.gpu import run_core
     from larev.config import TrainConfig
     from larev.data.sources import DataConfig
     from larev.data.variants import THESIS_VARIANTS
@@ -89,8 +117,10 @@ def test_the_gpu_check_and_a_larev_run_of_the_same_slice_and_seed_give_the_same_
     from larev.methods.rora.config import RoraConfig
 
     train_rows, test_rows = ":120", "8000:8020"
-    _, core, _, _ = run_core(esnli_slice(str(ESNLI), train_rows, test_rows), device="cpu", bf16=False, seed=0,
-                             epochs=1, ig_steps=4)
+    check = GpuCheckParams(data=str(ESNLI), train_rows=train_rows, test_rows=test_rows, epochs=1, ig_steps=4)
+    settings = check_settings(check)
+    _, core, _, _ = run_core(check_examples(check), baseline=settings.baselines, model=settings.model,
+                             train=settings.train, larev=settings.larev)
     params = PipelineParams(
         run_name="gpu-check", artifact_root=str(tmp_path / "store"), run_dir=str(tmp_path / "runs"),
         data=DataConfig(source="files", task="nli", train=str(ESNLI), test=str(ESNLI), train_rows=train_rows,

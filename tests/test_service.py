@@ -76,7 +76,8 @@ def test_prefect_yaml_entrypoints_import_and_build_parameter_schemas():
         if "parameters" in deployment:  # preset parameters validate against the flow's model
             flow_obj.validate_parameters(deployment["parameters"])
     assert names == {"larev-pipeline", "larev-step-gpu", "larev-step-gpu-docker", "score-rationales",
-                     "compare-sources", "stress-test", "rescore-inbox", "generate-rationales"}
+                     "compare-sources", "stress-test", "rescore-inbox", "generate-rationales", "quality-benchmark",
+                     "validity-benchmark", "benchmark-seed"}
     assert [d for d in spec["deployments"] if d["name"] == "rescore-inbox"][0]["schedules"][0]["cron"]
 
 

@@ -196,3 +196,29 @@ def test_the_cli_refuses_seeds_and_metrics_outside_the_protocol(tmp_path, capsys
     assert "metrics ['bleu'] are not the protocol's" in capsys.readouterr().err
     assert main(["bench", "validity", "--out", str(tmp_path), "--beside", str(tmp_path / "tune.json")]) == 2
     assert "only a report-split run is set beside a tune run" in capsys.readouterr().err
+
+
+def test_each_seed_is_a_benchmark_seed_flow_run_and_a_rerun_is_fully_cached(tune_run):
+    """The tune run's seeds ran as flow runs of the per-seed flow (one per seed, named after the benchmark); the
+    same run again reads every step from cache: the benchmark's own (perturbations, generators, human halves) and
+    every seed's, candidates included."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    root, results = tune_run
+    with get_client(sync_client=True) as client:
+        names = {run.name for run in client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=["benchmark-seed"])), limit=200)}
+    assert {"validity-nli-tune-seed0", "validity-nli-tune-seed1"} <= names
+    from flows.validity import ValidityParams, validity_benchmark
+
+    protocol = root / "validity.yaml"
+    again = validity_benchmark(ValidityParams(
+        protocol=str(protocol), split="tune", out=str(root / "again"), metrics=["rev", "larev"],
+        overrides=TINY_SETTINGS, artifact_root=str(root / "store"), run_dir=str(root / "runs"),
+        ledger=str(root / "ledger.jsonl"), progress=False))
+    steps = again["steps"]
+    assert {"benchmark-perturbations", "benchmark-rationales", "human-half-tiny_acceptability", "generator-tiny-t5",
+            "stored-rationales", "train-larev", "tiny_acceptability-tune-inputs"} <= {s["step"] for s in steps}
+    assert [s["step"] for s in steps if not s["cached"]] == []
+    assert again["results"]["scorers"] == results["scorers"]

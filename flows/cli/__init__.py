@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         from flows.cli.preflight import check_inputs
 
         check_inputs(args)  # bad input fails here, in about a second, before any server or flow starts
-        if args.command in _NEEDS_API:
+        if args.command in _NEEDS_API and getattr(args, "bench", None) != "gpu":  # the GPU check: no server
             from flows.server import choose_api
             from flows.service import heartbeat_environment
 

@@ -210,99 +210,37 @@ def service_setup(args) -> int:
 # ------------------------------------------------------------------------------------------------ benchmarks
 
 
-def _bench_stress(args, run_dir: Path) -> Path | None:
-    """FTC and AddText on the run's gold rationales, unless --no-stress; their directory. The stress flow skips
-    FTC, with a warning, on runs it does not apply to (QA, or no theta)."""
-    if args.no_stress:
-        return None
-    from flows.stress import StressParams, stress_test
-
-    _wait_for_api(args)  # --from-run has not needed the API before this flow
-    print("stress tests on the gold rationales: FTC (NLI runs) and AddText ...", flush=True)
-    progress = args.params.progress if args.params is not None else True
-    result = stress_test(StressParams(run=str(run_dir), name="stress", sources=["gold"], progress=progress))
-    return Path(result["run_dir"])
-
-
-def with_answer_masked_copies(params, out: Path):
-    """QA runs: the parameters with the restating gold rationales of the test split, answer masked, added to the
-    rationales to score (OUT/answer_masked_rationales.parquet, after the user's own file when one is given), for
-    results.json's natural-leakage table. Other runs: the parameters unchanged."""
-    import polars as pl
-
-    from larev.data.files import load_rationales_file
-    from larev.data.restating import masked_rationales
-    from larev.data.sources import load_data
-
-    if params.data.source == "demo" and params.data.demo.task != "qa":
-        return params
-    examples = load_data(params.data)
-    test = examples.filter((pl.col("split") == "test") & (pl.col("task") == "qa"))
-    if test.is_empty():
-        return params
-    masked = masked_rationales(test)
-    if params.rationales:
-        if params.data.column_map:  # the pipeline would apply the column map to the combined file too
-            print("warning: no natural-leakage table: --rationales with a column map; give the rationale file with "
-                  "the canonical columns (id, source, rationale[, label]) to get both", flush=True)
-            return params
-        user = load_rationales_file(params.rationales, examples.filter(pl.col("split") == "test"))
-        masked = pl.concat([user.select(masked.columns), masked])
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "answer_masked_rationales.parquet"
-    masked.write_parquet(path)
-    print(f"natural leakage: {masked.height} restating gold rationales of {test.height} test examples, answer "
-          f"masked, scored too ({path})", flush=True)
-    return params.model_copy(update={"rationales": str(path)})
-
-
 def bench_quality(args) -> int:
-    """The whole protocol on one train/test pair; results.json, results.md, results.csv and separations.png in
-    --out. With --from-run, only the outputs are rebuilt from a finished run. QA runs also score the restating
-    gold rationales with their answer masked (the natural-leakage table)."""
-    from flows.metrics import bench_lines, with_controls, with_metrics
-    from larev.bench.quality import write_quality_outputs
+    """The whole protocol on one train/test pair (flows/quality.py); with --from-run, only the outputs are rebuilt
+    from a finished run."""
+    from flows.cli.output import print_steps
+    from flows.metrics import with_controls, with_metrics
+    from flows.quality import QualityParams, quality_benchmark
+    from tasks.runtime.runner import StepRecord
 
-    if args.metrics is not None and args.params is not None:
-        args.params = with_metrics(args.params, args.metrics)
-    if getattr(args, "controls", False) and args.params is not None:
-        args.params = with_controls(args.params)
-    out = Path(args.out)
-    if args.params is not None and not args.from_run:
-        args.params = with_answer_masked_copies(args.params, out)
-    if args.from_run:
-        run_dir = Path(args.from_run)
-        previous = out / "results.json"
-        seconds = json.loads(previous.read_text()).get("seconds") if previous.exists() else None
-        leakage = run_leakage(run_dir)
-        write_quality_outputs(run_dir, out, title=f"larev bench quality: {run_dir.name}", seconds=seconds,
-                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir), leakage=leakage,
-                              lines_of=bench_lines)
-        _report_rows(args, run_dir, out, title=run_dir.name, seconds=seconds, leakage=leakage)
-        print_results(str(run_dir))
-    elif args.seeds > 1 or args.first_seed:
-        n_seeds = len(_bench_seeds(args, out)["seeds"])
+    pipeline = args.params
+    if pipeline is not None and args.metrics is not None:
+        pipeline = with_metrics(pipeline, args.metrics)
+    if pipeline is not None and getattr(args, "controls", False):
+        pipeline = with_controls(pipeline)
+    rows = {name: f"{part.start if part.start is not None else ''}:{part.stop if part.stop is not None else ''}"
+            for name, part in args.report_rows or []}
+    params = QualityParams(**({"pipeline": pipeline} if pipeline is not None else {}), out=args.out,
+                           seeds=args.seeds, first_seed=args.first_seed, bootstrap=args.bootstrap,
+                           stress=not args.no_stress, report_rows=rows, human=args.human or [],
+                           from_run=args.from_run, seed_deployment=getattr(args, "seed_deployment", None))
+    _wait_for_api(args)
+    result = quality_benchmark(params)
+    for run in result["runs"]:
+        steps = [StepRecord(**record) for record in run["steps"]]
+        print_results(run["run_dir"], steps or None, run["seconds"] if steps else None)
+    if result["human"] is not None:
+        print_human(result["human"]["results"], Path(args.out), result["human"]["seconds"])
+    if not result["single"]:
+        print(f"\nBenchmark results in {args.out}: results.json and results.md over {result['n_seeds']} seeds; "
+              "each seed's results in seed-<i>/")
     else:
-        from flows.pipeline import larev_pipeline
-
-        _wait_for_api(args)
-        started = time.perf_counter()
-        result = larev_pipeline(args.params)
-        seconds = time.perf_counter() - started
-        run_dir = Path(result["run_dir"])
-        leakage = run_leakage(run_dir)
-        write_quality_outputs(run_dir, out, title=f"larev bench quality: {args.params.run_name}", seconds=seconds,
-                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir), leakage=leakage,
-                              lines_of=bench_lines)
-        _report_rows(args, run_dir, out, title=args.params.run_name, seconds=seconds, leakage=leakage)
-        print_results(str(run_dir), result["steps"], seconds)
-        if args.human:
-            _run_human(args, str(run_dir), args.human, out)
-    if (args.seeds > 1 or args.first_seed) and not args.from_run:
-        print(f"\nBenchmark results in {out}: results.json and results.md over {n_seeds} seeds; each seed's "
-              "results in seed-<i>/")
-    else:
-        print(f"\nBenchmark results in {out}: results.json, results.md, results.csv, separations.png"
+        print(f"\nBenchmark results in {args.out}: results.json, results.csv, results.md, separations.png"
               + ("" if args.no_stress else ", addtext.png"))
     return 0
 
@@ -351,61 +289,41 @@ def bench_validity(args) -> int:
     return 0
 
 
-def _bench_seeds(args, out: Path) -> dict:
-    """`bench quality --seeds N [--first-seed K]`: the protocol once per seed offset K..K+N-1 (run name
-    <name>-seed<i>, outputs in OUT/seed-<i>), then results.json / results.md over every seed in OUT (returned)."""
-    from flows.metrics import bench_lines
-    from flows.pipeline import larev_pipeline
-    from larev.bench.quality import reseeded, write_quality_outputs, write_seed_summary
+def _gpu_check_params(args):
+    from flows.gpu_check import GpuCheckParams
 
-    _wait_for_api(args)
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    for n, seed in enumerate(seeds, 1):
-        params = reseeded(args.params, seed).model_copy(update={"run_name": f"{args.params.run_name}-seed{seed}"})
-        print(f"seed {seed} ({n} of {len(seeds)}): run {params.run_name}", flush=True)
-        started = time.perf_counter()
-        result = larev_pipeline(params)
-        seconds = time.perf_counter() - started
-        run_dir = Path(result["run_dir"])
-        seed_out = out / f"seed-{seed}"
-        leakage = run_leakage(run_dir)
-        write_quality_outputs(run_dir, seed_out, title=f"larev bench quality: {params.run_name}", seconds=seconds,
-                              n_boot=args.bootstrap, stress_dir=_bench_stress(args, run_dir) if seed == 0 else None,
-                              leakage=leakage, lines_of=bench_lines)
-        _report_rows(args, run_dir, out, title=params.run_name, seconds=seconds, seed=seed, leakage=leakage)
-        print_results(str(run_dir), result["steps"], seconds)
-    for name, _ in args.report_rows or []:
-        write_seed_summary(out / name, title=f"larev bench quality: {args.params.run_name}, {name} rows",
-                           lines_of=bench_lines)
-    return write_seed_summary(out, title=f"larev bench quality: {args.params.run_name}", lines_of=bench_lines)
+    return GpuCheckParams(data=args.data, task=args.task, train_rows=args.train_rows, test_rows=args.test_rows,
+                          backbone=args.backbone, device=args.device, precision=args.precision, epochs=args.epochs,
+                          ig_steps=args.ig_steps, seed=args.seed)
 
 
-def _report_rows(args, run_dir: Path, out: Path, *, title: str, seconds: float | None, seed: int | None = None,
-                 leakage: dict | None = None):
-    """`--report-rows NAME=START:STOP`: the results of those test rows alone in OUT/NAME (OUT/NAME/seed-<i>);
-    `leakage`: the run's leakage entry (`run_leakage`), the same for every row range."""
-    from flows.metrics import bench_lines
-    from larev.bench.quality import write_quality_outputs
+def bench_gpu_run(args) -> int:
+    """`larev bench gpu run` (flows/gpu_check.py)."""
+    from flows.gpu_check import run_check
 
-    for name, rows in args.report_rows or []:
-        dest = out / name if seed is None else out / name / f"seed-{seed}"
-        write_quality_outputs(run_dir, dest, title=f"larev bench quality: {title}, {name} rows "
-                              f"({rows.start or ''}:{rows.stop or ''} of the test split)", seconds=seconds,
-                              n_boot=args.bootstrap, rows=rows, leakage=leakage, lines_of=bench_lines)
+    record = run_check(_gpu_check_params(args), Path(args.out))
+    print(json.dumps({k: record[k] for k in ("device", "precision", "seconds", "means", "total_seconds")}, indent=1))
+    return 0
 
 
-def run_leakage(run_dir: Path) -> dict:
-    """results.json's "leakage" entry of a finished run directory: every metric's bench summary
-    (flows/metrics.py `bench_summaries`), its diagnostic tables read from the run's artifact store; {} without a
-    run.json."""
-    from flows.metrics import bench_summaries
-    from storage import ArtifactStore
-    from tasks.export import RUN_FILE, read_run
+def bench_gpu_fixed(args) -> int:
+    """`larev bench gpu fixed` (flows/gpu_check.py)."""
+    from flows.gpu_check import fixed_check
 
-    if not (run_dir / RUN_FILE).exists():
-        return {}
-    run = read_run(run_dir)
-    return bench_summaries(run["artifacts"], ArtifactStore(run["artifact_root"]))
+    record = fixed_check(_gpu_check_params(args), Path(args.models), Path(args.out))
+    print(json.dumps(record["seconds"], indent=1))
+    return 0
+
+
+def bench_gpu_compare(args) -> int:
+    """`larev bench gpu compare` (flows/gpu_check.py)."""
+    from flows.gpu_check import compare_check
+
+    table, agreement = compare_check(Path(args.cpu), [Path(d) for d in args.gpu], args.fixed,
+                                     Path(args.out) if args.out else None)
+    print(table)
+    print(json.dumps(agreement, indent=1))
+    return 0
 
 
 # Runs a command and reports its peak RSS. A child's ru_maxrss also counts the image it was forked from (Linux

@@ -172,6 +172,13 @@ def _server_option(p: argparse.ArgumentParser) -> None:
                         "the command), or an API URL")
 
 
+def _seed_deployment_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed-deployment", default=None, metavar="FLOW/DEPLOYMENT",
+                   help="run every seed at once as a flow run of this deployment of the benchmark-seed flow on its "
+                        "work pool (e.g. benchmark-seed/benchmark-seed; its workers must see the same artifact "
+                        "store); default: the seeds one after another, here")
+
+
 def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentParser:
     p = sub.add_parser(name, **kwargs)
     add_options(p, commands()[key])
@@ -328,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "--report-rows test=2000:")
     quality.add_argument("--human", action="append", default=None, metavar="ANNOTATIONS",
                          help="an annotation file (repeatable): after the run, `larev bench human` on it, into --out")
+    _seed_deployment_option(quality)
     _server_option(quality)
     quality.set_defaults(func=cmd.bench_quality)
 
@@ -377,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "this run's in results.md (e.g. docs/validity/nli-tune.json)")
     validity.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     validity.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _seed_deployment_option(validity)
     _server_option(validity)
     validity.set_defaults(func=cmd.bench_validity)
 
@@ -410,6 +419,35 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("--out", default="bench/memory", help="where memory.json goes")
     _server_option(memory)
     memory.set_defaults(func=cmd.bench_memory)
+
+    gpu = bench.add_parser("gpu", help="the GPU check: REV's and LAREV's core on one device and precision, each "
+                                       "step timed, with a run's resolved settings (no Prefect server)")
+    gpu_commands = gpu.add_subparsers(dest="gpu", required=True)
+    gpu_run = gpu_commands.add_parser("run", help="train and score on this device; run.json, scores, models")
+    gpu_fixed = gpu_commands.add_parser("fixed", help="score and run IG with another run's saved models here")
+    for p in (gpu_run, gpu_fixed):
+        p.add_argument("--data", required=True, help="the examples file (e.g. ../shared/data/esnli/dev.parquet)")
+        p.add_argument("--task", choices=("nli", "qa"), default="nli", help="the file's task (default: %(default)s)")
+        p.add_argument("--train-rows", default=":2000", help="row slice of the training rows (default %(default)s)")
+        p.add_argument("--test-rows", default="8000:8500", help="row slice of the test rows (default %(default)s)")
+        p.add_argument("--backbone", default="embedded", help="the evaluators' backbone (default %(default)s)")
+        p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where it runs (default cpu)")
+        p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                       help="bf16: autocast on CUDA for training and scoring (ignored on CPU)")
+        p.add_argument("--epochs", type=_at_least(1), default=3, help="passes over the training rows (default 3)")
+        p.add_argument("--ig-steps", type=_at_least(1), default=None, help="IG steps (default: the resolved one)")
+        p.add_argument("--seed", type=_at_least(0), default=0, help="seed offset (fixed: the models' run's)")
+        p.add_argument("--out", required=True, help="the run's folder")
+    gpu_run.set_defaults(func=cmd.bench_gpu_run)
+    gpu_fixed.add_argument("--models", required=True, help="a run's models/ folder")
+    gpu_fixed.set_defaults(func=cmd.bench_gpu_fixed)
+    gpu_compare = gpu_commands.add_parser("compare", help="CPU vs GPU runs: seconds per step and score agreement")
+    gpu_compare.add_argument("cpu", help="the CPU run's folder")
+    gpu_compare.add_argument("--gpu", action="append", required=True, help="a GPU run's folder (repeatable)")
+    gpu_compare.add_argument("--fixed", action="append", default=None,
+                             help="the `fixed` folder of the GPU run given at the same place ('-': none)")
+    gpu_compare.add_argument("--out", default=None, help="a Markdown file for the table and figures")
+    gpu_compare.set_defaults(func=cmd.bench_gpu_compare)
 
     service = sub.add_parser("service", help="run larev as a Prefect service").add_subparsers(dest="service",
                                                                                              required=True)

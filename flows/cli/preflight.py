@@ -54,4 +54,4 @@ def validity_params(args: argparse.Namespace):
     return ValidityParams(protocol=args.protocol, task=args.task, split=args.split, out=args.out, seeds=args.seeds,
                           metrics=args.metrics, human=args.human, test_limit=args.test_limit, overrides=overrides,
                           artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, beside=args.beside,
-                          device=args.device, progress=not args.no_progress)
+                          device=args.device, progress=not args.no_progress, seed_deployment=args.seed_deployment)

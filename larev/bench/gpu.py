@@ -1,29 +1,20 @@
 """The pure core on one device and precision, each step timed: the GPU check of larev's CUDA path.
 
-    python -m larev.bench.gpu run --esnli dev.parquet --device cuda --precision bf16 --out GPU_DIR
-    python -m larev.bench.gpu run --esnli dev.parquet --device cpu --out CPU_DIR
-    python -m larev.bench.gpu fixed --esnli dev.parquet --device cpu --models GPU_DIR/models --out FIXED_DIR
-    python -m larev.bench.gpu compare CPU_DIR --gpu GPU_DIR --fixed FIXED_DIR [--gpu ... --fixed ...] --out F.md
+`run_core` takes a slice of a task's examples and the settings a pipeline run resolves for them (the GPU check's
+command, `larev bench gpu`, resolves them through the pipeline's own resolution step: flows/gpu_check.py), builds the
+baselines and the rationale variants, the backbone's vocabularies, phi_base, phi, the IG leakage spans, the
+environments, the probe and phi_LA, and scores REV and LAREV on the test variants, timing each step (CUDA
+synchronised before each clock read). `fixed_weight_check` scores the same test variants and runs IG with another
+run's saved models on this device (the GPU's models on the CPU): the same weights must give the same scores up to
+floating-point error, a check of the CUDA path itself. Models trained on two devices differ (dropout draws and
+summation order), so their scores are compared as means, at a looser tolerance (`compare`).
 
-`run` takes a slice of e-SNLI (train rows :2000, test rows 8000:8500 by default), builds the baselines and the
-rationale variants, trains the embedded tokenizer, phi_base, phi, the IG leakage spans, the environments, the probe
-and phi_LA, and scores REV and LAREV on the test variants, timing each step (CUDA synchronised before each clock
-read). It writes run.json (steps, seconds, accuracies, variant means, versions, the card), scores.parquet and
-terms.parquet (IG's leakage terms), and saves phi_base, phi and phi_LA under DIR/models.
-
-`fixed` scores the same test variants and runs IG with another run's saved models on this device (the GPU's models
-on the CPU): the same weights must give the same scores up to floating-point error, a check of the CUDA path itself.
-Models trained on two devices differ (dropout draws and summation order), so their scores are compared as means,
-at a looser tolerance.
-
-No Prefect, no artifact store: this is what runs on a machine with PyTorch and transformers only (plus the wheels of
-polars, pydantic and captum). bf16 is autocast for training and scoring; IG runs in float32 in both precisions
-(larev/leakage/attribution.py does not autocast).
+No Prefect, no artifact store: the steps are the core functions the pipeline's tasks call. bf16 is autocast for
+training and scoring; IG runs in float32 in both precisions (larev/leakage/attribution.py does not autocast).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -36,7 +27,6 @@ import torch
 
 from larev.baselines.build import build_baselines
 from larev.config import BaselineConfig, ModelConfig, ScoreConfig, TrainConfig
-from larev.data.sources import DataConfig, load_data
 from larev.data.variants import THESIS_VARIANTS, make_variants
 from larev.formats import baseline_input, target_text
 from larev.leakage.attribution import AttributionConfig
@@ -46,12 +36,10 @@ from larev.methods.leakage_aware.instances import environment_frame
 from larev.methods.leakage_aware.leakage_spans import find_baseline_spans
 from larev.methods.leakage_aware.objective import probe_from
 from larev.methods.leakage_aware.fit import fit_phi_la, phi_la_plan
-from larev.presets import resolve_settings
 from larev.methods.rev.inputs import evaluator_inputs
-from larev.methods.vocabulary import vocabulary_texts
+from larev.methods.vocabulary import run_vocabularies
 from larev.metrics.rev import score_rev
 from larev.models.evaluator import Evaluator, load_evaluator, mask_token_of, new_evaluator, save_evaluator
-from larev.models.tokenizer import train_word_tokenizer
 from larev.models.train import train_evaluator
 from larev.schema import label_sets
 
@@ -81,16 +69,10 @@ class StepClock:
         print(f"[{self.device.type}] {name}: {self.seconds[name]:.1f} s", file=sys.stderr, flush=True)
 
 
-def esnli_slice(path: str, train_rows: str = ":2000", test_rows: str = "8000:8500") -> pl.DataFrame:
-    """The examples of the check: train (validation carved from it) and test rows of the e-SNLI file."""
-    return load_data(DataConfig(source="files", task="nli", train=path, test=path, train_rows=train_rows,
-                                test_rows=test_rows))
-
-
-def prepared(examples: pl.DataFrame, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def prepared(examples: pl.DataFrame, baseline: BaselineConfig) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(baselines, frame, variants): every example's gold-label baseline b (id, label, baseline, as the pipeline's
     baselines step stores it), the examples joined with it, and the test split's rationale variants."""
-    baselines = build_baselines(examples, BaselineConfig(seed=seed)).with_columns(label=examples["label"])
+    baselines = build_baselines(examples, baseline).with_columns(label=examples["label"])
     frame = examples.join(baselines.select("id", "label", "baseline"), on=["id", "label"], how="left")
     test = examples.filter(pl.col("split") == "test")
     variants = make_variants(test, baselines.filter(pl.col("id").is_in(test["id"].implode())), THESIS_VARIANTS)
@@ -111,33 +93,38 @@ def _train(ev: Evaluator, tr_inputs, tr: pl.DataFrame, val_inputs, val: pl.DataF
     return round(float(kept.val_accuracy), 4)
 
 
-def run_core(examples: pl.DataFrame, *, device: str, bf16: bool, seed: int = 0, epochs: int = 3,
-             ig_steps: int | None = None) -> tuple[dict, pl.DataFrame, pl.DataFrame, dict[str, Evaluator]]:
-    """The core pipeline for REV and LAREV on `examples`: (report, scores, leakage terms, models). The report holds
-    seconds per step, validation accuracies, IG's convergence and the residual-leakage summary."""
+def run_core(examples: pl.DataFrame, *, baseline: BaselineConfig, model: ModelConfig, train: TrainConfig,
+             larev: LarevConfig) -> tuple[dict, pl.DataFrame, pl.DataFrame, dict[str, Evaluator]]:
+    """The core pipeline for REV and LAREV on `examples` with a run's resolved settings (its `baselines`, `model`,
+    `train` and `larev` sections; `train.device` and `train.bf16` say where and how): (report, scores, leakage
+    terms, models). The report holds seconds per step, validation accuracies, IG's convergence and the
+    residual-leakage summary."""
+    device, bf16 = train.device, train.bf16
     dev = torch.device(device)
     clock = StepClock(dev)
-    train_cfg = TrainConfig(epochs=epochs, seed=42 + seed, device=device, bf16=bf16)
-    larev_cfg = resolved_larev(train_cfg)
-    attribution = AttributionConfig() if ig_steps is None else AttributionConfig(n_steps=ig_steps)
     report: dict = {"accuracy": {}}
+    task = str(examples["task"][0])
 
     with clock.step("baselines"):
-        baselines, frame, variants = prepared(examples, seed)
+        baselines, frame, variants = prepared(examples, baseline)
     tr, val = train_and_validation(frame)
 
     with clock.step("tokenizer"):
-        tokenizer = train_word_tokenizer(vocabulary_texts(tr), max_vocab=ModelConfig().max_vocab)
+        tokenizer, output_ids = run_vocabularies(model, tr, examples)
+
+    def fresh(config: ModelConfig, seed: int) -> Evaluator:
+        return new_evaluator(config, tokenizer=tokenizer, seed=seed, output_vocabulary=output_ids)
 
     models: dict[str, Evaluator] = {}
     for role in ("phi_base", "phi"):
         with clock.step(role):
-            models[role] = new_evaluator(ModelConfig(), tokenizer=tokenizer, seed=train_cfg.seed)
+            models[role] = fresh(model, train.seed)
             report["accuracy"][role] = _train(models[role], evaluator_inputs(role, tr), tr,
-                                              evaluator_inputs(role, val), val, train_cfg, role)
+                                              evaluator_inputs(role, val), val, train, role)
 
     with clock.step("ig_spans"):
-        terms, _, summary = find_baseline_spans(models["phi_base"], pl.concat([tr, val]), tr.height, attribution)
+        terms, _, summary = find_baseline_spans(models["phi_base"], pl.concat([tr, val]), tr.height,
+                                                larev.attribution)
     report["ig"] = {"rows": terms.height, "mean_abs_delta": float(terms["delta"].abs().mean()),
                     "residual_after": summary.get("residual_after"), "converged": summary.get("converged")}
 
@@ -145,25 +132,24 @@ def run_core(examples: pl.DataFrame, *, device: str, bf16: bool, seed: int = 0, 
         rows = frame.filter(pl.col("split") != "test").join(terms.select("id", "term", "spans"), on="id", how="left")
         envs = build_environments(rows.select("id", "task", "question", "choices", "label", "baseline", "term",
                                               "spans"), mask_token_of(models["phi_base"].tokenizer),
-                                  larev_cfg.antonyms)
+                                  larev.antonyms)
         wide, env_names = environment_frame(frame.filter(pl.col("split") != "test"), envs)
         wtr, wval = train_and_validation(wide)
 
     with clock.step("probe"):
-        probe_cfg = larev_cfg.probe_train.model_copy(update={"device": device, "bf16": bf16, "seed": train_cfg.seed})
+        probe_cfg = larev.probe_train.model_copy(update={"device": device, "bf16": bf16, "seed": train.seed})
         psi = probe_from(models["phi"])
         report["accuracy"]["probe"] = _train(psi, [baseline_input(b) for b in wtr[MASKED]], wtr,
                                              [baseline_input(b) for b in wval[MASKED]], wval, probe_cfg, "probe",
                                              keep_eval=[psi.model.get_encoder()], chance_is_expected=True)
 
     with clock.step("phi_la"):  # the pipeline's own phi_LA step (tasks/leakage_aware.py calls the same two)
-        la_cfg = larev_cfg.la_train.model_copy(update={"device": device, "bf16": bf16, "seed": train_cfg.seed})
-        objective = larev_cfg.objective_for(None, "nli")
-        plan = phi_la_plan(wide, env_names, la_cfg, objective, min_steps=larev_cfg.la_min_steps,
-                           label_edits=larev_cfg.label_edits, exclusive_terms="none",
+        la_cfg = larev.la_train.model_copy(update={"device": device, "bf16": bf16, "seed": train.seed})
+        objective = larev.objective_for(None, task)
+        plan = phi_la_plan(wide, env_names, la_cfg, objective, min_steps=larev.la_min_steps,
+                           label_edits=larev.label_edits, exclusive_terms="none",
                            mask_token=mask_token_of(psi.tokenizer))
-        models["phi_la"] = new_evaluator(la_model_for(ModelConfig(), larev_cfg.la_dropout), tokenizer=tokenizer,
-                                         seed=la_cfg.seed)
+        models["phi_la"] = fresh(la_model_for(model, larev.la_dropout), la_cfg.seed)
         result = fit_phi_la(models["phi_la"], psi, plan, objective, progress=False)
         report["accuracy"]["phi_la"] = _la_accuracy(result)
 
@@ -171,14 +157,6 @@ def run_core(examples: pl.DataFrame, *, device: str, bf16: bool, seed: int = 0, 
         scores = score_variants(models, variants, examples, baselines, bf16=bf16)
     report["seconds"] = clock.seconds
     return report, scores, terms.select("id", "term"), models
-
-
-def resolved_larev(train: TrainConfig) -> LarevConfig:
-    """LAREV's settings as a pipeline run on real e-SNLI with the embedded backbone resolves them (larev/presets.py)."""
-    params = {"model": ModelConfig().model_dump(mode="json"), "train": train.model_dump(mode="json"),
-              "larev": LarevConfig().model_dump(mode="json")}
-    filled, _ = resolve_settings(params, backbone="embedded", task="nli", data="real")
-    return LarevConfig.model_validate(filled["larev"])
 
 
 def _la_accuracy(result) -> dict[str, float]:
@@ -210,18 +188,18 @@ def variant_means(scores: pl.DataFrame) -> dict[str, dict[str, float]]:
     return table
 
 
-def fixed_weight_check(models_dir: Path, examples: pl.DataFrame, *, device: str, bf16: bool, seed: int = 0,
-                       ig_steps: int | None = None) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
-    """With the saved models of another run (the same weights on this device; `seed`: that run's, which chose its
-    baselines' paraphrases): the test variants' scores and IG's leakage terms over the training and validation
-    baselines. (report, scores, terms)."""
+def fixed_weight_check(models_dir: Path, examples: pl.DataFrame, *, baseline: BaselineConfig,
+                       attribution: AttributionConfig, device: str, bf16: bool
+                       ) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
+    """With the saved models of another run (the same weights on this device; `baseline`: that run's settings,
+    which chose its baselines' paraphrases): the test variants' scores and IG's leakage terms over the training and
+    validation baselines. (report, scores, terms)."""
     models = {name: load_evaluator(models_dir / name, device=device, bf16=bf16) for name in SAVED}
-    baselines, frame, variants = prepared(examples, seed)
+    baselines, frame, variants = prepared(examples, baseline)
     clock = StepClock(torch.device(device))
     with clock.step("fixed_score"):
         scores = score_variants(models, variants, examples, baselines, bf16=bf16)
     tr, val = train_and_validation(frame)
-    attribution = AttributionConfig() if ig_steps is None else AttributionConfig(n_steps=ig_steps)
     with clock.step("fixed_ig"):
         terms, _, _ = find_baseline_spans(models["phi_base"], pl.concat([tr, val]), tr.height, attribution)
     return {"seconds": clock.seconds}, scores, terms.select("id", "term")
@@ -240,39 +218,6 @@ def device_facts(device: str) -> dict:
         facts["card"] = torch.cuda.get_device_name(torch.device(device))
         facts["bf16_supported"] = torch.cuda.is_bf16_supported()
     return facts
-
-
-def cmd_run(args) -> int:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    examples = esnli_slice(args.esnli, args.train_rows, args.test_rows)
-    started = time.perf_counter()
-    report, scores, terms, models = run_core(examples, device=args.device, bf16=args.precision == "bf16",
-                                             seed=args.seed, epochs=args.epochs, ig_steps=args.ig_steps)
-    scores.write_parquet(out / "scores.parquet")
-    terms.write_parquet(out / "terms.parquet")
-    for name in SAVED:
-        save_evaluator(models[name], out / "models" / name, role=name)
-    record = {**device_facts(args.device), "precision": args.precision, "seed": args.seed, "epochs": args.epochs,
-              "train_rows": args.train_rows, "test_rows": args.test_rows,
-              "n_examples": {s: int(n) for s, n in examples["split"].value_counts().iter_rows()},
-              **report, "means": variant_means(scores), "total_seconds": round(time.perf_counter() - started, 1)}
-    (out / "run.json").write_text(json.dumps(record, indent=2))
-    print(json.dumps({k: record[k] for k in ("device", "precision", "seconds", "means", "total_seconds")}, indent=1))
-    return 0
-
-
-def cmd_fixed(args) -> int:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    examples = esnli_slice(args.esnli, args.train_rows, args.test_rows)
-    report, scores, terms = fixed_weight_check(Path(args.models), examples, device=args.device,
-                                               bf16=args.precision == "bf16", seed=args.seed, ig_steps=args.ig_steps)
-    scores.write_parquet(out / "fixed_scores.parquet")
-    terms.write_parquet(out / "fixed_terms.parquet")
-    (out / "fixed.json").write_text(json.dumps({**device_facts(args.device), "precision": args.precision,
-                                                "models": str(args.models), **report}, indent=2))
-    return 0
 
 
 # --------------------------------------------------------------------------------------------- the comparison
@@ -336,48 +281,3 @@ def compare(cpu_dir: Path, gpu_dirs: list[Path], fixed_dirs: list[Path | None]) 
             entry["fixed"] = figures
         agreement["runs"].append(entry)
     return "\n".join(lines), agreement
-
-
-def cmd_compare(args) -> int:
-    fixed = [Path(f) if f != "-" else None for f in (args.fixed or [])]
-    fixed += [None] * (len(args.gpu) - len(fixed))
-    table, agreement = compare(Path(args.cpu), [Path(d) for d in args.gpu], fixed)
-    print(table)
-    print(json.dumps(agreement, indent=1))
-    if args.out:
-        Path(args.out).write_text(table + "\n\n```json\n" + json.dumps(agreement, indent=1) + "\n```\n")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m larev.bench.gpu", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="the core pipeline on one device and precision, each step timed")
-    fixed = sub.add_parser("fixed", help="score and run IG with another run's saved models on this device")
-    for p in (run, fixed):
-        p.add_argument("--esnli", required=True, help="the e-SNLI parquet file (../shared/data/esnli/dev.parquet)")
-        p.add_argument("--train-rows", default=":2000")
-        p.add_argument("--test-rows", default="8000:8500")
-        p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-        p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                       help="bf16: autocast on CUDA for training and scoring (ignored on CPU)")
-        p.add_argument("--ig-steps", type=int, default=None, help="IG steps (default: AttributionConfig's)")
-        p.add_argument("--seed", type=int, default=0, help="seed offset (fixed: the models' run's)")
-        p.add_argument("--out", required=True)
-    run.add_argument("--epochs", type=int, default=3)
-    run.set_defaults(func=cmd_run)
-    fixed.add_argument("--models", required=True, help="a run's models/ folder")
-    fixed.set_defaults(func=cmd_fixed)
-    cmp = sub.add_parser("compare", help="CPU vs GPU runs: seconds per step and score agreement")
-    cmp.add_argument("cpu", help="the CPU run's folder")
-    cmp.add_argument("--gpu", action="append", required=True, help="a GPU run's folder (repeatable)")
-    cmp.add_argument("--fixed", action="append", default=None,
-                     help="the `fixed` folder of the GPU run given at the same place ('-': none)")
-    cmp.add_argument("--out", default=None)
-    cmp.set_defaults(func=cmd_compare)
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -24,3 +24,24 @@ def vocabulary_texts(train: pl.DataFrame) -> list[str]:
     rora_inputs = [infill_input(y, x, r) for y, x, r in zip(train["label"], task_inputs(train), train["rationale"])]
     return [*evaluator_inputs("phi", train), *rora_inputs, *labels,
             *(LEAKY_TEMPLATE.format(label=lab) for lab in labels)]
+
+
+def run_vocabularies(model, train: pl.DataFrame, every: pl.DataFrame) -> tuple[object | None, list[int] | None]:
+    """What a run's evaluators are built over, per backbone (`model`: a ModelConfig): the embedded backbone's
+    word-level tokenizer trained on the training rows `train` (`vocabulary_texts`), or minilm-frozen's output
+    vocabulary (the checkpoint ids of every label text of every row of `every`: what its decoder predicts);
+    (None, None) for other checkpoints, which bring their own."""
+    from larev.formats import target_text
+    from larev.models import pretrained
+    from larev.models.tokenizer import train_word_tokenizer
+    from larev.schema import label_sets
+
+    if model.backbone == "embedded":
+        return train_word_tokenizer(vocabulary_texts(train), max_vocab=model.max_vocab), None
+    spec = pretrained.NAMED_BACKBONES.get(model.backbone)
+    if spec is None or not spec.frozen:
+        return None, None
+    from larev.models.frozen import output_vocabulary
+
+    texts = sorted({target_text(c) for cands in label_sets(every) for c in cands})
+    return None, output_vocabulary(pretrained.wordpiece_tokenizer(pretrained.checkpoint_dir(model.backbone)), texts)

@@ -52,13 +52,17 @@ class Service:
     def prefect(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
         return self.run(str(BIN / "prefect"), *args, **kwargs)
 
-    def start_worker(self, pool: str, log: Path) -> subprocess.Popen:
-        """A process worker of `pool` whose flow runs see LAREV_HOME=the checkout and the test hooks."""
+    def start_worker(self, pool: str, log: Path, *, limit: int | None = None, name: str | None = None
+                     ) -> subprocess.Popen:
+        """A process worker of `pool` whose flow runs see LAREV_HOME=the checkout and the test hooks; `limit`: at
+        most that many of its flow runs at once."""
         env = {**self.env, "LAREV_HOME": str(REPO), "PYTHONPATH": str(HOOKS),
                "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_WORKER_PREFETCH_SECONDS": "5"}
         out = log.open("w")
-        worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", pool, "--type", "process"],
-                                  cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        command = [str(BIN / "prefect"), "worker", "start", "--pool", pool, "--type", "process"]
+        command += ["--limit", str(limit)] if limit is not None else []
+        command += ["--name", name] if name is not None else []
+        worker = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
         self.workers.append(worker)
         return worker
 
