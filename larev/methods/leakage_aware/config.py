@@ -80,6 +80,9 @@ class LeakageAwareConfig(ThesisObjective, ZeroTerms):
         0.0, ge=0, le=1, description="share of the NLI training instances that also train on a counterfactual twin "
                                      "(r's exclusive term swapped, the label flipped; counterfactuals.py) where "
                                      "exclusive terms are given. 0: off")
+    lambda_mismatched: float = Field(
+        0.0, ge=0, description="weight of the mismatched-rationale term: y from [r_j, b_m], r_j another training "
+                               "instance's rationale of another label (objective.py). 0: off")
 
     @model_validator(mode="after")
     def _borrowed_needs_empty(self) -> "LeakageAwareConfig":
@@ -163,6 +166,12 @@ class LarevConfig(_Config):
         default_factory=list, description="extra phi_LA variants scored as larev_NAME: no_irm (lambda_irm 0), "
                                           "no_probe (lambda_probe 0), erm_envs (both 0), thesis (the thesis's "
                                           "weights for the task); thesis table 5.6")
+    lambda_mismatched: float = Field(
+        0.0, ge=0, description="the signal that ties a rationale to its instance: weight of the mismatched-rationale "
+                               "term, phi_LA trained to this instance's label from [r_j, b], r_j another training "
+                               "instance's rationale of another label (every phi_LA of `larev`: its ablations and "
+                               "controls too). 0: off. Its scorers then train on borrowed rationales and are not "
+                               "judged on them")
     controls: list[Literal["erm_envs", "phi", "r_only"]] = Field(
         default_factory=list, description="controls scored with LAREV's estimator as control_NAME, to read LAREV's "
                                           "numbers against (`larev bench quality --controls`): erm_envs (phi_LA by "
@@ -185,7 +194,8 @@ class LarevConfig(_Config):
         if ablation == "thesis":
             irm, probe = thesis_weights(task)
             update = {"lambda_irm": irm, "lambda_probe": probe, "irm_on": "tokens"}
-        return LeakageAwareConfig(**{**self.objective.model_dump(), **THESIS_OBJECTIVE, **update})
+        return LeakageAwareConfig(**{**self.objective.model_dump(), **THESIS_OBJECTIVE, **update},
+                                  lambda_mismatched=self.lambda_mismatched)
 
 
 class LarevVsEmptyConfig(ZeroTerms):

@@ -47,13 +47,14 @@ def phi_la_plan(frame, env_names: list[str], train: TrainConfig, objective: Leak
              "label_statements": objective.label_statements,
              "baseline_rationales": objective.baseline_rationales, "seed": train.seed}
     twins = {"counterfactuals": objective.counterfactual_rationales if terms else 0.0, "exclusive_terms": terms}
-    train_instances = la_instances(tr, env_names, **edits, **twins)
+    train_instances = la_instances(tr, env_names, **edits, **twins, mismatched=objective.lambda_mismatched > 0)
     meta = {"label_edits": label_edits,
             "zero_rows": {"empty_rationales": edits["empty_rationales"], "borrowed": edits["borrowed"],
                           "label_statements": edits["label_statements"],
                           "baseline_rationales": edits["baseline_rationales"],
                           "counterfactuals": len(train_instances) - tr.height if terms else 0,
-                          "exclusive_terms": exclusive_terms if terms else "none"}}
+                          "exclusive_terms": exclusive_terms if terms else "none",
+                          "mismatched": sum(x.mismatched_input is not None for x in train_instances)}}
     return PhiLAPlan(train_instances=train_instances, val_instances=la_instances(val, env_names, **edits),
                      val_candidates=label_sets(val),
                      train=epochs_for_min_steps(train, len(train_instances), min_steps, desc=desc),

@@ -17,6 +17,13 @@ statements, with a generator of its own) is the instance's own original baseline
 With `counterfactuals` > 0 and exclusive terms, that share of the NLI instances (seeded, a generator of its own)
 gets a twin: r with the term tying it to the hypothesis swapped for an exclusive one and the label flipped
 (counterfactuals.py), with the same baselines in every environment and no zero rows of its own.
+
+With `mismatched` (the signal that ties a rationale to its instance: objective.py's mismatched-rationale term),
+each instance also gets the mismatched input [r_j, b_m], r_j the rationale of another training instance j whose
+label differs (`borrowed_from`, same_label False, seeded), in one environment m drawn with a generator of its own;
+it is trained to this instance's label y. Such an r argues for another label than the input's, so a reader that
+takes r's label words at their word loses on it: what pays is checking r against the input. The donors are the
+rows given, which must all be training rows (never validation or test rows).
 """
 
 from __future__ import annotations
@@ -55,7 +62,8 @@ def la_env_names(env_names: list[str], label_edits: str) -> list[str]:
 def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "none",
                  mask_token: str | None = None, *, empty_rationales: bool = False, borrowed: bool = False,
                  label_statements: float = 0.0, baseline_rationales: float = 0.0, counterfactuals: float = 0.0,
-                 exclusive_terms: ExclusiveTerms | None = None, seed: int = 0) -> list[LAInstance]:
+                 exclusive_terms: ExclusiveTerms | None = None, mismatched: bool = False,
+                 seed: int = 0) -> list[LAInstance]:
     """phi_LA's training instances from an `environment_frame`: [r_e, b_e] for every environment e and the
     probe's input (the masked b). With `label_edits` other than 'none', the label's own text is edited in r (and b)
     like b's spans and the instances have the environments of `la_env_names` (needs `mask_token`).
@@ -67,7 +75,8 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
     generator of its own, so the other draws do not change); baseline_rationales: the share whose r' is the row's
     original baseline (column ORIGINAL) instead, drawn after the label statements with a generator of its own;
     counterfactuals (needs `exclusive_terms`): the share of instances followed by a counterfactual twin where they
-    have one (`counterfactual_rationale`; a generator of its own, one coin per row whatever the share).
+    have one (`counterfactual_rationale`; a generator of its own, one coin per row whatever the share);
+    mismatched: each instance's mismatched input (module docstring; every row of `df` must be a training row).
     """
     if borrowed and not empty_rationales:
         raise ValueError("borrowed rationales need the no-rationale instances (empty_rationales)")
@@ -79,6 +88,8 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
         raise ValueError("counterfactual rationales need exclusive terms (counterfactuals.EXCLUSIVE_TERMS)")
     donors = borrowed_from(df["label"].to_list(), same_label=True, seed=seed) if borrowed else [None] * df.height
     rationales = df["rationale"].to_list()
+    mismatch_donors = mismatched_donors(df, seed) if mismatched else [None] * df.height
+    mismatch_env = random.Random(f"mismatched-{seed}")
     out = []
     for i, row in enumerate(df.iter_rows(named=True)):
         candidates = tuple(label_set(row["task"], row["choices"]))
@@ -98,6 +109,10 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
                 r_other = row[ORIGINAL]
             zero = {"zero_env": z, "empty_input": rationale_input("", b_z),
                     "borrowed_input": None if r_other is None else rationale_input(r_other, b_z)}
+        if mismatch_donors[i] is not None:
+            m = mismatch_env.choice([k for k, e in enumerate(names) if pairs[e] is not None])
+            zero |= {"mismatch_env": m,
+                     "mismatched_input": rationale_input(rationales[mismatch_donors[i]], pairs[names[m]][1])}
         probe_input = baseline_input(row[MASKED])
         out.append(LAInstance(inputs=tuple(None if pairs[e] is None else rationale_input(*pairs[e]) for e in names),
                               probe_input=probe_input, label=row["label"], candidates=candidates, **zero))
@@ -108,3 +123,16 @@ def la_instances(df: pl.DataFrame, env_names: list[str], label_edits: str = "non
                                                    for e in names),
                                       probe_input=probe_input, label=twin[1], candidates=candidates))
     return out
+
+
+def mismatched_donors(df: pl.DataFrame, seed: int) -> list[int | None]:
+    """For every row of `df`, the row whose rationale its mismatched input reads: another row with another label,
+    drawn uniformly (`borrowed_from`, seeded; None where every row has its label). The rows must all be training
+    rows (a `split` column saying 'train', when there is one): a mismatched input never reads a validation or test
+    rationale."""
+    if "split" in df.columns:
+        others = df.filter(pl.col("split") != "train")
+        if not others.is_empty():
+            raise ValueError(f"mismatched rationales are drawn from training rows only; {others.height} row(s) of "
+                             f"split(s) {sorted(set(others['split']))} given (first id {others['id'][0]!r})")
+    return borrowed_from(df["label"].to_list(), same_label=False, seed=seed)

@@ -1,7 +1,7 @@
 """phi_LA's loss (thesis eq. 4.9/4.10) and the leakage probe psi built from phi (eq. 4.8).
 
 L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K) + w_empty * ERM_empty
-      + lambda_borrowed * L_borrowed
+      + lambda_borrowed * L_borrowed + lambda_mismatched * L_mismatched
     ERM       mean over the environments of the token cross-entropy of y given [r, b_e]  (eq. 4.7's first term)
     IRMv1_e   per-environment penalty (eq. 4.6, larev/models/irm.py)
     ERM_empty not in the thesis: the token cross-entropy of y given [empty, b_z] over the no-rationale rows (each
@@ -19,7 +19,13 @@ L = ERM + lambda_irm * sum_e IRMv1_e - lambda_probe * min(L_probe, log K) + w_em
               rationale with the same label, sg: no gradient through the target. A rationale about another
               instance carries the label's usual phrasing and nothing about this one: it must leave phi_LA's
               belief where no rationale leaves it, which is the zero point of LAREV's score.
-All weights ramp up linearly over the first `warmup_fraction` of the steps (thesis 5.3.3).
+    L_mismatched  not in the thesis, off unless asked (`larev.lambda_mismatched`): the token cross-entropy of y_i
+              given [r_j, b_i^m] over the batch's instances, r_j the rationale of another training instance j with
+              y_j != y_i, m one of i's environments (seeded). Such an r argues for another label than the input's:
+              a reader that takes r's label words at their word pays for it, one that checks r against the input
+              does not. Outside the IRM penalty, like ERM_empty.
+All weights ramp up linearly over the first `warmup_fraction` of the steps (thesis 5.3.3); the zero terms
+(w_empty, lambda_borrowed) on their own schedule (training.py).
 """
 
 from __future__ import annotations
@@ -75,14 +81,16 @@ def borrowed_consistency(borrowed_scores: torch.Tensor, empty_scores: torch.Tens
 def la_objective(erm_losses: list[torch.Tensor], irm_penalties: list[torch.Tensor], probe_loss: torch.Tensor,
                  w_irm: float, w_probe: float, borrowed_loss: torch.Tensor | None = None,
                  w_borrowed: float = 0.0, empty_loss: torch.Tensor | None = None,
-                 w_empty: float = 0.0) -> torch.Tensor:
-    """Eq. 4.9: mean_e L^e + w_irm * sum_e IRM_e - w_probe * L_probe, plus w_borrowed * L_borrowed and
-    w_empty * ERM_empty where computed (None: not computed, adds nothing)."""
+                 w_empty: float = 0.0, mismatched_loss: torch.Tensor | None = None,
+                 w_mismatched: float = 0.0) -> torch.Tensor:
+    """Eq. 4.9: mean_e L^e + w_irm * sum_e IRM_e - w_probe * L_probe, plus w_borrowed * L_borrowed,
+    w_empty * ERM_empty and w_mismatched * L_mismatched where computed (None: not computed, adds nothing)."""
     erm = torch.stack(erm_losses).mean()
     loss = erm + w_irm * torch.stack(irm_penalties).sum() - w_probe * probe_loss
-    if borrowed_loss is not None:
-        loss = loss + w_borrowed * borrowed_loss
-    return loss if empty_loss is None else loss + w_empty * empty_loss
+    for term, weight in ((borrowed_loss, w_borrowed), (empty_loss, w_empty), (mismatched_loss, w_mismatched)):
+        if term is not None:
+            loss = loss + weight * term
+    return loss
 
 
 def freeze(modules: Iterable[torch.nn.Module]) -> None:

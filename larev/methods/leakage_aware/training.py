@@ -45,6 +45,10 @@ class LAInstance:
     zero_env: int | None = None
     empty_input: str | None = None
     borrowed_input: str | None = None
+    # the mismatched-rationale term (instances.la_instances): [r_j, b_m], r_j another training instance's rationale
+    # of another label, in environment m, trained to this instance's label; None where the instance has none
+    mismatch_env: int | None = None
+    mismatched_input: str | None = None
 
 
 def label_set_scores(model: torch.nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
@@ -78,6 +82,8 @@ class LAStepRecord:
     w_borrowed: float = 0.0
     empty: float | None = None  # the no-rationale rows' ERM (None when there are none)
     w_empty: float = 0.0
+    mismatched: float | None = None  # the mismatched-rationale term (None when off)
+    w_mismatched: float = 0.0
 
 
 @dataclass
@@ -110,6 +116,7 @@ class _Encoded:
     candidate_ids: dict[str, list[int]]
     empty_ids: list[list[int] | None]  # per instance [empty, b_z]
     borrowed_ids: list[list[int] | None]  # per instance [r', b_z]
+    mismatched_ids: list[list[int] | None]  # per instance [r_j, b_m]
 
 
 def _tokenize_present(tok, texts: list[str | None], max_len: int, eos: int) -> list[list[int] | None]:
@@ -133,32 +140,37 @@ def _encode(phi_la: Evaluator, train: list[LAInstance], n_env: int, with_probe: 
         label_ids=phi_la.target_ids([x.label for x in train]),
         candidate_ids=_candidate_ids(phi_la, train),
         empty_ids=_tokenize_present(tok, [x.empty_input for x in train], max_in, eos),
-        borrowed_ids=_tokenize_present(tok, [x.borrowed_input for x in train], max_in, eos))
+        borrowed_ids=_tokenize_present(tok, [x.borrowed_input for x in train], max_in, eos),
+        mismatched_ids=_tokenize_present(tok, [x.mismatched_input for x in train], max_in, eos))
 
 
-OWN, EMPTY, BORROWED = "own", "empty", "borrowed"  # the kinds of a training row: which rationale it reads
+OWN, EMPTY, BORROWED, MISMATCHED = "own", "empty", "borrowed", "mismatched"  # the kinds of a training row: which
+# rationale it reads
 
 
 def _batch_rows(enc: _Encoded, train: list[LAInstance], idx: list[int],
-                n_env: int, zero_rows: bool = True) -> list[tuple[int, int, str, list[int]]]:
+                n_env: int, zero_rows: bool = True, mismatched: bool = False) -> list[tuple[int, int, str, list[int]]]:
     """The rows of one forward pass, (environment, position in the batch, kind, input ids), environment-major
     for the instance's own rationale, then (when `zero_rows`) its no-rationale and borrowed rows (in its zero
-    environment)."""
+    environment), then (when `mismatched`) its mismatched row."""
     rows = [(e, k, OWN, enc.env_ids[e][j]) for e in range(n_env) for k, j in enumerate(idx)
             if enc.env_ids[e][j] is not None]
     if zero_rows:
         for kind, ids in ((EMPTY, enc.empty_ids), (BORROWED, enc.borrowed_ids)):
             rows += [(train[j].zero_env, k, kind, ids[j]) for k, j in enumerate(idx) if ids[j] is not None]
+    if mismatched:
+        rows += [(train[j].mismatch_env, k, MISMATCHED, enc.mismatched_ids[j]) for k, j in enumerate(idx)
+                 if enc.mismatched_ids[j] is not None]
     return rows
 
 
 def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, idx: list[int],
                 n_env: int, objective: LeakageAwareConfig, w_irm: float, w_probe: float, with_probe: bool,
-                device: torch.device, bf16: bool, w_borrowed: float = 0.0,
-                w_empty: float = 0.0) -> tuple[torch.Tensor, tuple[float, float, float, float, float]]:
+                device: torch.device, bf16: bool, w_borrowed: float = 0.0, w_empty: float = 0.0,
+                w_mismatched: float = 0.0) -> tuple[torch.Tensor, tuple[float, float, float, float, float, float]]:
     """Eq. 4.10 on the instances `idx`: the loss to minimise and its logged parts (mean ERM over environments,
-    summed IRM penalty, the probe's loss, the borrowed-rationale term, the no-rationale rows' ERM; nan where not
-    computed)."""
+    summed IRM penalty, the probe's loss, the borrowed-rationale term, the no-rationale rows' ERM, the
+    mismatched-rationale term; nan where not computed)."""
     model, pad = phi_la.model, phi_la.pad_id
     lab, lab_mask = pad_batch([enc.label_ids[j] for j in idx], pad)
     labels = labels_for_loss(lab, lab_mask).to(device)
@@ -166,7 +178,7 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
     # row to it, so each environment's ERM and IRM terms cover the rows it has.
     # the zero rows wait for their weights (objective.zero_terms_start): before, they would only be logged
     pairs = _batch_rows(enc, train, idx, n_env, zero_rows=w_empty > 0 or w_borrowed > 0
-                        or objective.zero_terms_start == 0)
+                        or objective.zero_terms_start == 0, mismatched=objective.lambda_mismatched > 0)
     ids, mask = pad_batch([p[3] for p in pairs], pad)
     row_of = torch.tensor([p[1] for p in pairs], device=device)
     # per environment its rows with the instance's own r (its ERM and IRM terms); the no-rationale rows have an ERM
@@ -176,6 +188,7 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
     empty_row = {p[1]: i for i, p in enumerate(pairs) if p[2] == EMPTY}  # batch position -> its no-rationale row
     empty_rows = list(empty_row.values())
     borrowed_rows = [i for i, p in enumerate(pairs) if p[2] == BORROWED]
+    mismatched_rows = [i for i, p in enumerate(pairs) if p[2] == MISMATCHED]
     with autocast(device, bf16):
         pair_labels = labels[row_of]
         # decoder inputs without `labels`: the per-environment losses below are the only ones computed
@@ -199,6 +212,11 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
             z, y = logits[empty_rows], pair_labels[empty_rows]
             empty_loss = torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1),
                                                            ignore_index=-100)
+        mismatched_loss = None
+        if mismatched_rows:  # the mismatched-rationale term: y from [r_j, b_m] (objective.py)
+            z, y = logits[mismatched_rows], pair_labels[mismatched_rows]
+            mismatched_loss = torch.nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1),
+                                                                ignore_index=-100)
         borrowed_loss = None
         if borrowed_rows and w_borrowed > 0:
             # KL(sg p(. | empty, b_z) || p(. | r', b_z)) per instance: both rows' label-set scores
@@ -222,12 +240,14 @@ def _batch_loss(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstan
                                             objective.probe_bound)
         else:
             probe_loss = probe_term = torch.zeros((), device=device)
-        loss = la_objective(erm, irm, probe_term, w_irm, w_probe, borrowed_loss, w_borrowed, empty_loss, w_empty)
+        loss = la_objective(erm, irm, probe_term, w_irm, w_probe, borrowed_loss, w_borrowed, empty_loss, w_empty,
+                            mismatched_loss, w_mismatched)
     # a term not computed (its weight is 0, or no row has a borrowed rationale) is logged as nan, not as 0
     return loss, (torch.stack(erm).mean().item(), torch.stack(irm).sum().item(),
                   probe_loss.item() if with_probe else math.nan,
                   math.nan if borrowed_loss is None else borrowed_loss.item(),
-                  math.nan if empty_loss is None else empty_loss.item())
+                  math.nan if empty_loss is None else empty_loss.item(),
+                  math.nan if mismatched_loss is None else mismatched_loss.item())
 
 
 def _zero_terms_start(objective: LeakageAwareConfig) -> float:
@@ -252,32 +272,35 @@ def zero_terms_full_step(total: int, objective: LeakageAwareConfig) -> int:
     return begin + math.ceil(objective.warmup_fraction * (total - begin))
 
 
-def step_weights(max_weights: tuple[float, float, float, float], step: int, total: int,
-                objective: LeakageAwareConfig) -> tuple[float, float, float, float]:
-    """(w_irm, w_probe, w_borrowed, w_empty) at `step`: the penalties on the thesis's warm-up, the zero terms on
-    their own (zero_terms_ramp)."""
+def step_weights(max_weights: tuple[float, float, float, float, float], step: int, total: int,
+                 objective: LeakageAwareConfig) -> tuple[float, float, float, float, float]:
+    """(w_irm, w_probe, w_borrowed, w_empty, w_mismatched) at `step`: the penalties and the mismatched-rationale
+    term on the thesis's warm-up, the zero terms on their own (zero_terms_ramp)."""
     r, r_zero = ramp(step, total, objective.warmup_fraction), zero_terms_ramp(step, total, objective)
-    return (max_weights[0] * r, max_weights[1] * r, max_weights[2] * r_zero, max_weights[3] * r_zero)
+    return (max_weights[0] * r, max_weights[1] * r, max_weights[2] * r_zero, max_weights[3] * r_zero,
+            max_weights[4] * r)
 
 
 def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstance], enc: _Encoded, order: list[int],
                epoch: int, step: int, total: int, optimizer, scheduler, result: LAResult, config: TrainConfig,
-               objective: LeakageAwareConfig, max_weights: tuple[float, float, float, float], n_env: int,
+               objective: LeakageAwareConfig, max_weights: tuple[float, float, float, float, float], n_env: int,
                device: torch.device, progress: bool, log_every: int, desc: str) -> tuple[dict[str, float], int]:
     """One pass over the instances in `order`, every weight ramped up per step (eq. 4.10's warm-up); appends the
     logged means to `result.trace`. Returns the epoch's mean of each logged term (over the steps that computed
     it) and the global step count after the epoch."""
     model = phi_la.model
     steps_per_epoch = math.ceil(len(order) / config.batch_size)
-    parts: dict[str, list[float]] = {"erm": [], "irm": [], "probe": [], "borrowed": [], "empty": []}
-    window: list[tuple[float, float, float, float, float]] = []
+    parts: dict[str, list[float]] = {"erm": [], "irm": [], "probe": [], "borrowed": [], "empty": [],
+                                     "mismatched": []}
+    window: list[tuple[float, float, float, float, float, float]] = []
     bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{config.epochs}", enabled=progress,
                        unit="step")
     for i in bar:
         idx = order[i * config.batch_size: (i + 1) * config.batch_size]
-        w_irm, w_probe, w_borrowed, w_empty = step_weights(max_weights, step, total, objective)
+        w_irm, w_probe, w_borrowed, w_empty, w_mismatched = step_weights(max_weights, step, total, objective)
         loss, values = _batch_loss(phi_la, probe, train, enc, idx, n_env, objective, w_irm, w_probe,
-                                   max_weights[1] > 0, device, config.bf16, w_borrowed=w_borrowed, w_empty=w_empty)
+                                   max_weights[1] > 0, device, config.bf16, w_borrowed=w_borrowed, w_empty=w_empty,
+                                   w_mismatched=w_mismatched)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
@@ -289,9 +312,10 @@ def _run_epoch(phi_la: Evaluator, probe: Evaluator | None, train: list[LAInstanc
             parts[k].append(v)
         if len(window) == log_every or i == steps_per_epoch - 1:
             mean = [_mean(col) for col in zip(*window)]
-            borrowed, empty = (None if math.isnan(v) else v for v in mean[3:])
+            borrowed, empty, mismatched = (None if math.isnan(v) else v for v in mean[3:])
             result.trace.append(LAStepRecord(epoch, *mean[:3], w_irm=w_irm, w_probe=w_probe, borrowed=borrowed,
-                                             w_borrowed=w_borrowed, empty=empty, w_empty=w_empty))
+                                             w_borrowed=w_borrowed, empty=empty, w_empty=w_empty,
+                                             mismatched=mismatched, w_mismatched=w_mismatched))
             bar.set_postfix(erm=f"{mean[0]:.3f}", irm=f"{mean[1]:.3f}", probe=f"{mean[2]:.3f}")
             window = []
     return {k: _mean(v) for k, v in parts.items()}, step
@@ -327,6 +351,7 @@ def _validate(phi_la: Evaluator, val: list[LAInstance], val_candidates: list[lis
             per_env.append(logp)
     figures("empty", [x.empty_input for x in val])
     figures("borrowed", [x.borrowed_input for x in val])
+    figures("mismatched", [x.mismatched_input for x in val])
     return record, sum(per_env) / len(per_env)
 
 
@@ -382,6 +407,7 @@ def train_leakage_aware(
     # does; at full weight from the first step the rows hold back its reading of [r, b]
     # (docs/defaults.md#larev_vs_empty)
     w_empty_max = 1.0 if any(x.empty_input is not None for x in train) else 0.0
+    w_mismatched_max = objective.lambda_mismatched if any(x.mismatched_input is not None for x in train) else 0.0
     objective = objective.model_copy(update={"irm_on": objective.irm_target(task, phi_la.config.backbone)})
     with_probe = w_probe_max > 0
     if with_probe and probe is None:
@@ -415,10 +441,10 @@ def train_leakage_aware(
         model.train()
         order = epoch_order(lengths, config.batch_size, generator, config.group_by_length)
         means, step = _run_epoch(phi_la, probe, train, enc, order, epoch, step, total, optimizer, scheduler, result,
-                                config, objective, (w_irm_max, w_probe_max, w_borrowed_max, w_empty_max), n_env, device,
-                                progress, log_every, desc)
+                                config, objective, (w_irm_max, w_probe_max, w_borrowed_max, w_empty_max,
+                                                    w_mismatched_max), n_env, device, progress, log_every, desc)
         record = {"epoch": epoch, **{k: v for k, v in means.items()
-                                     if not (k in ("borrowed", "empty") and math.isnan(v))}}
+                                     if not (k in ("borrowed", "empty", "mismatched") and math.isnan(v))}}
         if val:
             validation, score = _validate(phi_la, val, val_candidates, config, env_names)
             record |= validation
@@ -446,6 +472,7 @@ def train_leakage_aware(
     phi_la.meta["train_config"] = trained_with(config, phi_la.config.backbone)
     phi_la.meta["objective"] = {**objective.model_dump(mode="json"),
                                 "effective_weights": {"lambda_irm": w_irm_max, "lambda_probe": w_probe_max,
-                                                      "lambda_borrowed": w_borrowed_max}}
+                                                      "lambda_borrowed": w_borrowed_max,
+                                                      "lambda_mismatched": w_mismatched_max}}
     return result
 
