@@ -121,7 +121,13 @@ def validity_inputs(params) -> None:
     metrics asked for, and on the report split the tune run set beside it (same protocol digest and task)."""
     from larev.validity.protocol import check_inputs, load_protocol, protocol_digest, read_beside
 
-    check_inputs(load_protocol(params.protocol), params.protocol, params.task, params.human, params.seeds,
-                 params.metrics)
+    protocol = load_protocol(params.protocol)
+    check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
+    unknown = sorted(set(params.candidates or []) - set(protocol.candidate_runs(params.task)))
+    if unknown:
+        from larev.errors import ConfigError
+
+        raise ConfigError(f"candidates {unknown} are not decision candidates of {params.protocol} on {params.task} "
+                          f"({sorted(protocol.candidate_runs(params.task))})")
     if params.beside:
         read_beside(params.beside, protocol_digest(params.protocol), params.task, params.split)

@@ -60,6 +60,9 @@ class ValidityParams(BaseModel):
                                                   "in results.md")
     device: Device = Field("auto", description="auto (CUDA when present), cpu or cuda")
     progress: bool = Field(True, description="progress bars on long steps")
+    candidates: list[str] | None = Field(
+        None, description="the decision candidates to run (tune split), a subset of the protocol's: the others were "
+                          "screened out on fewer seeds (results.json says which); default: every one")
     seed_deployment: str | None = Field(
         None, description="a deployment of the benchmark-seed flow on a work pool (e.g. 'benchmark-seed/"
                           "benchmark-seed'): every seed runs there at once; empty: one after another, here. The "
@@ -70,7 +73,7 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, test_
                     candidate: str | None = None):
     """The pipeline parameters of one seed: the protocol's data, backbone and task settings, its scorers switched on
     (metrics, LAREV's controls and ablations), the caller's overrides, every seed moved by `seed`. With `candidate`
-    (a decision candidate's run, METRIC@LABEL): that metric alone, with the candidate's settings after every
+    (a decision candidate's or an arm's run, METRIC@LABEL): that metric alone, with its settings after every
     other."""
     from flows.metrics import with_metrics
     from flows.pipeline import PipelineParams
@@ -78,7 +81,7 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, test_
     from larev.bench.quality import reseeded
 
     task = protocol.tasks[params.task]
-    metric, candidate_settings = protocol.candidate_runs(params.task)[candidate] if candidate else (None, {})
+    metric, candidate_settings = own_runs(protocol, params.task)[candidate] if candidate else (None, {})
     metrics = [metric] if metric else params.metrics or protocol.scorers.metrics
     suffix = f"-{candidate.replace('@', '-at-')}" if candidate else ""
     tree = PipelineParams(
@@ -96,6 +99,12 @@ def pipeline_params(protocol: Protocol, params: ValidityParams, seed: int, test_
     return reseeded(PipelineParams.model_validate(tree), seed)
 
 
+def own_runs(protocol: Protocol, task: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The scorers the protocol scores in runs of their own (METRIC@LABEL -> (metric, settings)): the decision
+    candidates (tune split) and the arms (every split)."""
+    return {**protocol.candidate_runs(task), **protocol.arm_runs(task)}
+
+
 def check_decisions(protocol: Protocol, params: ValidityParams, rows: str) -> None:
     """Before the first step: every decision candidate's settings name pipeline settings (a candidate run's are
     applied as they will be, values checked too), so a typo fails now, not after hours of training."""
@@ -107,7 +116,7 @@ def check_decisions(protocol: Protocol, params: ValidityParams, rows: str) -> No
             for path in settings:
                 field_at(PipelineParams, path, origin=f"{params.protocol}: tasks.{params.task}.decisions.{metric}."
                                                       f"{name}: {path}")
-    for name in protocol.candidate_runs(params.task):
+    for name in own_runs(protocol, params.task):
         pipeline_params(protocol, params, 0, rows, name)
 
 
@@ -119,7 +128,8 @@ def _as_candidate(scores, metric: str, candidate: str):
 
 
 def seed_runs(protocol: Protocol, params: ValidityParams, seed: int, rows: str, candidates: list[str]) -> list:
-    """The seed's pipeline runs: the protocol's, then each decision candidate's (METRIC@LABEL, its own run)."""
+    """The seed's pipeline runs: the protocol's, then each of `candidates` (decision candidates and arms,
+    METRIC@LABEL, each its own run)."""
     from flows.benchmark import SeedRun
 
     return [SeedRun(label=candidate or "", pipeline=pipeline_params(protocol, params, seed, rows, candidate))
@@ -139,7 +149,7 @@ def seed_scores(protocol: Protocol, params: ValidityParams, store: ArtifactStore
                  for name, tables in run["human"].items()}
         run_signatures = run["signatures"]
         if label:  # a candidate's run: its metric's scores, under the candidate's name
-            metric = protocol.candidate_runs(params.task)[label][0]
+            metric = own_runs(protocol, params.task)[label][0]
             test, human = _as_candidate(test, metric, label), _as_candidate(human, metric, label)
             run_signatures = {label: run_signatures[metric]} if metric in run_signatures else {}
         tests.append(test.select(*columns))
@@ -241,7 +251,10 @@ def validity_benchmark(params: ValidityParams) -> dict:
     seeds = params.seeds or protocol.seeds
     metrics = params.metrics or protocol.scorers.metrics  # a candidate of a metric the run leaves out is not run
     candidates = [name for name, (metric, _) in protocol.candidate_runs(params.task).items()
-                  if metric in metrics] if params.split == "tune" else []
+                  if metric in metrics and (params.candidates is None or name in params.candidates)
+                  ] if params.split == "tune" else []
+    screened_out = sorted(set(protocol.candidate_runs(params.task)) - set(candidates)) if params.candidates else []
+    candidates += [name for name, (metric, _) in protocol.arm_runs(params.task).items() if metric in metrics]
     benchmark = f"validity-{params.task}-{params.split}"
     results, remote = run_seeds([SeedParams(benchmark=benchmark, seed=seed,
                                             runs=seed_runs(protocol, params, seed, rows, candidates),
@@ -284,7 +297,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
                "backbone": protocol.backbone, "test_rows": rows,
                "partial": partial, "overrides": params.overrides, "commit": commit,
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "perturbations_skipped": skipped,
+               "perturbations_skipped": skipped, "screened_out": screened_out,
                "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()},
                "seconds": {k: round(v, 1) for k, v in seconds.items()},
                **results}

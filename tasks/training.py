@@ -89,7 +89,8 @@ def train_tokenizer(store: ArtifactStore, examples: ArtifactRef, baselines: Arti
     what its decoder predicts); None for other checkpoints, which bring their own."""
     from larev.models.frozen import OUTPUT_VOCABULARY_FILE
 
-    train = training_frame(store, examples, baselines).filter(pl.col("split") == "train")
+    train = (training_frame(store, examples, baselines).filter(pl.col("split") == "train")
+             if model.backbone == "embedded" else None)  # only the embedded tokenizer reads the training texts
     tokenizer, output_ids = run_vocabularies(model, train, store.read_parquet(examples.key))
     with tempfile.TemporaryDirectory() as tmp:
         if tokenizer is not None:

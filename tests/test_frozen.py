@@ -292,3 +292,45 @@ def numpy_isfinite(values):
     import numpy as np
 
     return np.isfinite(values)
+
+
+def reader_config(**kw) -> ModelConfig:
+    return ModelConfig(**{"backbone": "minilm-reader", "trained_layers": 1, "decoder_layers": 1, **kw})
+
+
+def test_the_reader_trains_its_top_layers_over_its_cached_lower_ones(cache_dir):
+    """minilm-reader on the 2-layer stand-in with trained_layers 1: layer 0 frozen and cached, layer 1 trains."""
+    ev = new_evaluator(reader_config(), seed=0)
+    encoder = ev.model.get_encoder()
+    assert encoder.config.frozen_layers == 1 and "frozen1" in encoder.cache.directory.name
+    model = ev.model.train()
+    x, mask = batch(ev, TEXTS)
+    labels, lmask = pad_batch(ev.target_ids(NLI), ev.pad_id)
+    model(input_ids=x, attention_mask=mask, labels=labels.masked_fill(lmask == 0, -100)).loss.backward()
+    assert all(p.grad is None for p in encoder.frozen_parameters())
+    assert encoder.bert.encoder.layer[1].output.dense.weight.grad.abs().sum() > 0
+    with pytest.raises(Exception, match="trained_layers must be within 1..2"):
+        new_evaluator(reader_config(trained_layers=3), seed=0)
+
+
+def test_the_readers_cached_lower_layers_score_as_running_them(cache_dir):
+    """The reader's label log-probabilities from its cached lower layers equal those of the whole encoder run on
+    the same inputs (inputs_embeds: every layer computed), to the cache's fp16 tolerance, for a trained reader."""
+    from larev.models.evaluator import candidate_logprobs_from
+
+    inputs, labels = TEXTS * 4, ["entailment", "neutral", "contradiction"] * 4
+    ev = new_evaluator(reader_config(), seed=0)
+    train_evaluator(ev, inputs, labels, [], [], [], TrainConfig(epochs=2, batch_size=4), progress=False)
+    model = ev.model.eval()
+    encoder = model.get_encoder()
+    x, mask = batch(ev, TEXTS)
+    cands, cmask = pad_batch(ev.target_ids(NLI * 3), ev.pad_id)
+    rows = torch.tensor([r for r in range(3) for _ in NLI])
+    with torch.no_grad():
+        cached = encoder(input_ids=x, attention_mask=mask).last_hidden_state
+        full = encoder(inputs_embeds=encoder.get_input_embeddings()(x), attention_mask=mask).last_hidden_state
+        from_cache = candidate_logprobs_from(model, cached, mask, cands, cmask, rows)
+        from_full = candidate_logprobs_from(model, full, mask, cands, cmask, rows)
+    assert encoder.cache.hits > 0  # the first path read the cache
+    torch.testing.assert_close(from_cache, from_full, atol=2e-2, rtol=0)
+    assert from_cache.argmax() == from_full.argmax()

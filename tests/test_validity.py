@@ -27,6 +27,7 @@ from larev.validity.ledger import append_ledger, read_ledger
 from larev.validity.protocol import is_met, load_protocol, protocol_digest
 
 REPO = Path(__file__).resolve().parents[1]
+PROTOCOL_V2 = REPO / "protocols" / "validity-v2.yaml"
 PROTOCOL = REPO / "protocols" / "validity.yaml"
 
 
@@ -267,6 +268,38 @@ def test_a_cell_on_a_kind_the_scorer_trained_on_is_marked_and_not_judged(tmp_pat
 
 
 # ---- the human split and the ledger ---------------------------------------------------------------------------
+
+def test_a_protocol_that_forgets_the_signals_mark_is_refused(tmp_path):
+    """Protocol v2 turns the mismatched-rationale term on for two candidates and marks what they train on; a copy
+    that forgets one mark, or turns the term on for every scorer of the run without marking them, is refused
+    before any step, naming the scorer and the kinds."""
+    protocol = load_protocol(PROTOCOL_V2)
+    assert protocol.trained_on_kinds("larev@reader-mismatch") == ["borrowed", "borrowed_other"]
+    assert protocol.trained_on_kinds("larev@reader") == []
+    forgot = tmp_path / "forgot.yaml"
+    forgot.write_text(PROTOCOL_V2.read_text().replace("  larev@mismatch: [borrowed, borrowed_other]\n", ""))
+    with pytest.raises(ConfigError, match=r"larev@mismatch on text like \['borrowed', 'borrowed_other'\]"):
+        load_protocol(forgot)
+    everywhere = tmp_path / "everywhere.yaml"
+    everywhere.write_text(PROTOCOL_V2.read_text().replace("      rora.phi_train.epochs: 4\n",
+                                                          "      rora.phi_train.epochs: 4\n      larev.lambda_mismatched: 1\n"))
+    with pytest.raises(ConfigError, match=r"tasks.qa.settings sets larev.lambda_mismatched, which trains larev "):
+        load_protocol(everywhere)
+
+
+def test_protocol_v2_decides_the_reader_crossed_with_the_signal_and_keeps_the_irm_arm():
+    protocol = load_protocol(PROTOCOL_V2)
+    for task in ("nli", "qa"):
+        runs = {name: settings for name, (_, settings) in protocol.candidate_runs(task).items()}
+        assert list(runs) == ["larev@mismatch", "larev@reader", "larev@reader-mismatch"]
+        assert runs["larev@mismatch"] == {"larev.lambda_mismatched": 1.0}
+        assert runs["larev@reader"]["model.backbone"] == runs["larev@reader-mismatch"]["model.backbone"] == \
+            "minilm-reader"
+        assert {k: v for k, v in runs["larev@reader-mismatch"].items() if k != "larev.lambda_mismatched"} == \
+            runs["larev@reader"]  # the two readers differ in the signal only
+    assert protocol.arm_runs("nli") == {"larev@irm": ("larev", {"larev.objective.lambda_irm": 1.0,
+                                                                "larev.objective.lambda_probe": 0.005})}
+
 
 def test_human_halves_split_by_instance_and_cover_the_file():
     frame = pl.DataFrame({"id": [str(k) for k in range(200) for _ in range(3)], "annotator": [0, 1, 2] * 200})

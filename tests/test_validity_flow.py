@@ -28,13 +28,19 @@ TINY_SETTINGS = {"model.d_model": 16, "model.d_ff": 32, "model.num_layers": 1, "
                  "larev.objective.lambda_irm": 1.0, "larev.objective.lambda_probe": 0.005}
 
 
+# a scorer read on both splits in a run of its own, deciding nothing
+ARMS = {"larev@irm-arm": {"larev.objective.lambda_irm": 2}}
+
+
 # generators of known quality: a tiny trained one (two epochs) above two known defects (no order between them)
 GENERATORS = [{"kind": "embedded", "name": "tiny-t5", "train": {"epochs": 2}}, ["hypothesis-copy", "label-only"]]
 
 
 # LAREV's default decided between an ablation the run scores and a candidate run of its own (tune split only)
 DECISIONS = {"larev": {"larev_no_irm": {"larev.objective.lambda_irm": 0},
-                       "larev@irm-3": {"larev.objective.lambda_irm": 3}},
+                       "larev@irm-3": {"larev.objective.lambda_irm": 3},
+                       # the signal: trains on other instances' rationales, so never judged on borrowed ones
+                       "larev@mm": {"larev.lambda_mismatched": 1.0}},
              "rora": {"rora@erm": {"rora.objective.lambda_irm": 0}}}  # not run: the runs below leave RORA out
 
 
@@ -64,7 +70,10 @@ def _protocol(root: Path, data: Path, human: Path) -> Path:
     raw = yaml.safe_load((REPO / "protocols" / "validity.yaml").read_text())
     raw["seeds"], raw["bootstrap"] = [0, 1], 50
     raw["tasks"] = {"nli": {"data": str(data), "train_rows": ":75", "splits": {"tune": "75:95", "report": "95:115"},
-                            "human": [str(human)], "generators": GENERATORS, "decisions": DECISIONS}}
+                            "human": [str(human)], "generators": GENERATORS, "decisions": DECISIONS,
+                            "arms": ARMS}}
+    raw["scorers"]["controls"], raw["scorers"]["ablations"] = ["erm_envs", "phi"], ["no_irm", "no_probe"]
+    raw["trained_on"]["larev@mm"] = ["borrowed", "borrowed_other"]
     path = root / "validity.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -107,7 +116,7 @@ def tune_run(tmp_path_factory, prefect_harness):
 def test_the_tune_split_scores_each_decision_candidate_and_decides(tune_run):
     root, results = tune_run
     decision = results["decisions"]["larev"]
-    assert list(decision["candidates"]) == ["larev_no_irm", "larev@irm-3"]
+    assert list(decision["candidates"]) == ["larev_no_irm", "larev@irm-3", "larev@mm"]
     for candidate in decision["candidates"].values():
         assert candidate["scored"] and candidate["criteria"] > 0
         assert candidate["margin"] == len(candidate["better"]) - len(candidate["worse"])
@@ -134,12 +143,36 @@ def test_the_tune_split_scores_each_decision_candidate_and_decides(tune_run):
     assert not (root / "ledger.jsonl").exists()  # the tune split is not recorded
 
 
+def test_a_scorer_trained_with_the_signal_is_not_judged_on_the_kinds_it_resembles(tune_run):
+    """larev@mm trains on other instances' rationales: its cells on the borrowed variants are marked and judged
+    nothing, and they count neither for nor against it in its decision; its other cells are judged as larev's."""
+    _, results = tune_run
+    mine, default = results["scorers"]["larev@mm"], results["scorers"]["larev"]
+    for cell in ("variant/borrowed", "variant_order/borrowed"):
+        assert mine[cell]["trained_on"] is True and mine[cell]["met"] is None
+        assert "trained_on" not in default[cell]
+    assert "trained_on" not in mine["perturb/shuffled"] and mine["perturb/shuffled"]["met"] in (True, False)
+    verdict = results["decisions"]["larev"]["candidates"]["larev@mm"]
+    assert not [c for c in verdict["better"] + verdict["worse"] if "borrowed" in c]
+
+
+def test_an_arm_is_scored_on_both_splits_and_decides_nothing(tune_run, report_run):
+    """The arm runs in a run of its own on the tune split and on the report split; it is no decision's
+    candidate."""
+    root, tune = tune_run
+    report = json.loads((report_run[0] / "out" / "results.json").read_text())
+    for results in (tune, report):
+        assert set(results["scorers"]["larev@irm-arm"]) == set(results["scorers"]["larev"])
+    assert "larev@irm-arm" not in tune["decisions"]["larev"]["candidates"]
+    assert (report_run[0] / "runs" / "validity-nli-report-seed0-larev-at-irm-arm" / "run.json").is_file()
+
+
 def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(report_run):
     root, protocol, result = report_run
     results = json.loads((root / "out" / "results.json").read_text())
     assert results["protocol"] == protocol_digest(protocol) and results["split"] == "report"
     assert results["seeds"] == [0, 1] and results["partial"] is True  # two metrics of seven, settings overridden
-    trained = {"rev", "larev", "larev_no_irm", "larev_no_probe", "control_erm_envs", "control_phi"}
+    trained = {"rev", "larev", "larev_no_irm", "larev_no_probe", "control_erm_envs", "control_phi", "larev@irm-arm"}
     assert trained | {"length", "gpt3_nll"} == set(results["scorers"])
     built = [k for k, n in results["perturbations_skipped"].items() if n < 20]
     assert "explanation_2" in built and "explanation_3" not in built  # the file has no third explanation
@@ -179,7 +212,8 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
     rev = next(line for line in beside.splitlines() if line.startswith("| rev |"))
     assert "0.900 [0.800, 0.950] ✓" in rev
     assert cell_text(results["scorers"]["rev"]["acceptability_auroc/tiny_acceptability"]) in rev
-    assert not list((root / "runs").glob("*-at-*"))
+    assert {p.name for p in (root / "runs").glob("*-at-*")} == {f"validity-nli-report-seed{k}-larev-at-irm-arm"
+                                                                 for k in (0, 1)}  # the arm's runs, no candidate's
 
 
 def test_a_run_on_the_report_split_writes_its_ledger_line(report_run):

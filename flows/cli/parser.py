@@ -372,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     validity.add_argument("--human", action="append", default=[], metavar="FILE",
                           help="another annotation file of the task's layout, split by instance as the protocol's "
                                "(repeatable)")
+    validity.add_argument("--candidates", type=_comma_list, default=None, metavar="NAME,...",
+                          help="tune split: only these decision candidates (the others screened out on fewer "
+                               "seeds; results.json says which); default: every one")
     validity.add_argument("--test-limit", type=_at_least(5), default=None,
                           help="at most this many of the split's rows (a quick look; results marked partial)")
     validity.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",

@@ -52,6 +52,7 @@ def validity_params(args: argparse.Namespace):
 
     overrides = {a.path: a.value for a in (parse_set(PipelineParams, item) for item in args.overrides)}
     return ValidityParams(protocol=args.protocol, task=args.task, split=args.split, out=args.out, seeds=args.seeds,
-                          metrics=args.metrics, human=args.human, test_limit=args.test_limit, overrides=overrides,
+                          metrics=args.metrics, human=args.human, candidates=args.candidates,
+                          test_limit=args.test_limit, overrides=overrides,
                           artifact_root=args.store, run_dir=args.run_dir, ledger=args.ledger, beside=args.beside,
                           device=args.device, progress=not args.no_progress, seed_deployment=args.seed_deployment)

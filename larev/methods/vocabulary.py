@@ -26,9 +26,10 @@ def vocabulary_texts(train: pl.DataFrame) -> list[str]:
             *(LEAKY_TEMPLATE.format(label=lab) for lab in labels)]
 
 
-def run_vocabularies(model, train: pl.DataFrame, every: pl.DataFrame) -> tuple[object | None, list[int] | None]:
+def run_vocabularies(model, train: pl.DataFrame | None, every: pl.DataFrame) -> tuple[object | None, list[int] | None]:
     """What a run's evaluators are built over, per backbone (`model`: a ModelConfig): the embedded backbone's
-    word-level tokenizer trained on the training rows `train` (`vocabulary_texts`), or minilm-frozen's output
+    word-level tokenizer trained on the training rows `train` (`vocabulary_texts`; read for it only), or a frozen
+    backbone's (minilm-frozen, minilm-reader) output
     vocabulary (the checkpoint ids of every label text of every row of `every`: what its decoder predicts);
     (None, None) for other checkpoints, which bring their own."""
     from larev.formats import target_text

@@ -22,8 +22,17 @@ HUMAN_CRITERIA = ("acceptability_auroc", "acceptability_ap", "pairwise", "spearm
 PERTURB_CRITERIA = ("perturb_below", "perturb_near", "perturb_order", "perturb_corr")
 # Kendall's tau of a scorer's ranking of the task's generators with their known order (tasks.<task>.generators)
 GENERATOR_ORDER = "generator_order"
-# a decision candidate scored in a run of its own (tasks.<task>.decisions): METRIC@LABEL
+# a decision candidate or an arm scored in a run of its own (tasks.<task>.decisions, tasks.<task>.arms): METRIC@LABEL
 CANDIDATE_NAME = re.compile(r"[a-z][a-z_]*@[a-z0-9][a-z0-9_.-]*")
+# Settings that train a scorer on kinds of text the benchmark also judges it on: a setting -> (the scorers of a
+# run that train with it, as names or name prefixes; the kinds it resembles). Wherever the protocol turns one on
+# (a task's settings, a candidate's, an arm's), `trained_on` must mark those kinds for those scorers: their cells
+# on them are then never counted as evidence.
+SIGNALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # LAREV's mismatched-rationale term: another training instance's rationale of another label (every phi_LA of
+    # the `larev` section: the metric, its ablations larev_NAME and the control erm_envs)
+    "larev.lambda_mismatched": (("larev", "larev_", "control_erm_envs"), ("borrowed", "borrowed_other")),
+}
 
 
 class _Strict(BaseModel):
@@ -44,6 +53,9 @@ class TaskData(_Strict):
     # value) it stands for on the protocol's backbone}. A candidate is a scorer the run scores anyway (LAREV's
     # ablations and controls), or METRIC@LABEL: the tune run scores it in a run of its own with those settings.
     decisions: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    # scorers read on both splits in runs of their own, decided nothing: METRIC@LABEL -> its settings (a form the
+    # decisions set aside, kept in view on the report split)
+    arms: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @field_validator("splits")
     @classmethod
@@ -160,6 +172,35 @@ class Protocol(_Strict):
                                          f"({metric}@LABEL)")
                     if not settings:
                         raise ValueError(f"{where}.{name}: no settings (the dotted paths this candidate stands for)")
+            for name, settings in data.arms.items():
+                metric = name.split("@")[0]
+                if not CANDIDATE_NAME.fullmatch(name) or metric not in self.scorers.metrics:
+                    raise ValueError(f"tasks.{task}.arms.{name}: an arm is METRIC@LABEL with a metric of "
+                                     f"scorers.metrics {self.scorers.metrics}")
+                if not settings or name in self.candidate_runs(task):
+                    raise ValueError(f"tasks.{task}.arms.{name}: an arm has settings and is not also a candidate")
+        return self
+
+    @model_validator(mode="after")
+    def _signals_marked(self):
+        """Every scorer trained with a setting of SIGNALS has the kinds it resembles in `trained_on`."""
+        for task, data in self.tasks.items():
+            runs = {"": (data.settings, self.scored_names()),
+                    **{name: ({**data.settings, **settings}, [name])
+                       for name, (_, settings) in {**self.candidate_runs(task), **self.arm_runs(task)}.items()}}
+            for run, (settings, names) in runs.items():
+                for path, (prefixes, kinds) in SIGNALS.items():
+                    if not settings.get(path):
+                        continue
+                    for name in names:
+                        if not name.split("@")[0].startswith(prefixes):
+                            continue
+                        missing = [k for k in kinds if k not in self.trained_on_kinds(name)]
+                        if missing:
+                            where = f"tasks.{task}" + (f" ({run})" if run else ".settings")
+                            raise ValueError(f"{where} sets {path}, which trains {name} on text like {missing}: "
+                                             f"trained_on.{name} must list {list(kinds)}, so that those cells are "
+                                             "never counted as its evidence")
         return self
 
     def candidate_runs(self, task: str) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -167,9 +208,15 @@ class Protocol(_Strict):
         return {name: (metric, settings) for metric, candidates in self.tasks[task].decisions.items()
                 for name, settings in candidates.items() if name.startswith(f"{metric}@")}
 
+    def arm_runs(self, task: str) -> dict[str, tuple[str, dict[str, Any]]]:
+        """The task's arms, each scored in a run of its own on every split: name -> (metric, settings)."""
+        return {name: (name.split("@")[0], settings) for name, settings in self.tasks[task].arms.items()}
+
     def trained_on_kinds(self, scorer: str) -> list[str]:
-        """The kinds of text `scorer` trains on; a candidate run (METRIC@LABEL) trains on its metric's."""
-        return self.trained_on.get(scorer.split("@")[0], [])
+        """The kinds of text `scorer` trains on: its metric's (a candidate or arm, METRIC@LABEL, trains on its
+        metric's), and its own where `trained_on` names it."""
+        own = self.trained_on.get(scorer, []) if "@" in scorer else []
+        return list(dict.fromkeys([*self.trained_on.get(scorer.split("@")[0], []), *own]))
 
     def scored_names(self) -> list[str]:
         """The names of the trained scorers a run scores: the metrics, LAREV's ablations (larev_NAME) and its
