@@ -6,7 +6,9 @@
   in the UI. `make demo` uses this; `prefect server stop` ends it. The port is 4200 unless LAREV_SERVER_PORT says
   otherwise; its database and log live in PREFECT_HOME (~/.prefect unless set).
 - `temporary`: Prefect's throwaway in-process server, booted in the background while the rest of the program
-  imports; its runs vanish with the command (~28 s more per command than a running local server).
+  imports, with its database in a throwaway PREFECT_HOME that is removed when the command ends: its runs vanish
+  with the command and nothing is written to the user's ~/.prefect (~28 s more per command than a running local
+  server).
 - any http(s) URL: that Prefect API.
 """
 
@@ -136,11 +138,46 @@ def boot_ephemeral_api() -> threading.Thread:
     return thread
 
 
+def throwaway_home() -> Path:
+    """Point this process's Prefect at a new, empty PREFECT_HOME, removed when the process exits (its temporary
+    servers stopped first, so none writes there afterwards); returns it. The settings Prefect built when it was
+    imported are rebuilt, so its database is made there."""
+    import atexit
+    import shutil
+    import tempfile
+
+    import prefect.context
+
+    home = Path(tempfile.mkdtemp(prefix="larev-prefect-"))
+    os.environ["PREFECT_HOME"] = str(home)
+    prefect.context.refresh_global_settings_context()
+
+    def remove() -> None:
+        stop_temporary_servers()
+        shutil.rmtree(home, ignore_errors=True)
+
+    atexit.register(remove)
+    return home
+
+
+def stop_temporary_servers() -> None:
+    """Stop the temporary Prefect servers this process started (they would otherwise stop at interpreter exit)."""
+    module = sys.modules.get("prefect.server.api.server")
+    if module is None:
+        return
+    for server in list(getattr(module.SubprocessASGIServer, "_instances", {}).values()):
+        try:
+            server.stop()
+        except Exception:  # noqa: BLE001 - stopping at exit: nothing left to report to
+            pass
+
+
 def choose_api(server: str) -> tuple[str, threading.Thread | None]:
     """Set up the Prefect API for this process; returns a description and a boot thread to join (or None)."""
     if server == "auto" and os.environ.get("PREFECT_API_URL"):
         return os.environ["PREFECT_API_URL"], None
     if server == "temporary":
+        throwaway_home()
         return "temporary local Prefect server", boot_ephemeral_api()
     if server in ("auto", "local"):
         api_url = start_local_server()

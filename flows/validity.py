@@ -9,8 +9,8 @@ pipeline run trains every scorer on the protocol's train rows and scores the spl
 rationale table, then scores each human half with the same evaluators (on the tune split, each decision candidate
 in a run of its own too). Seeds run here one after another, or all at once on a work pool (`seed_deployment`).
 The scores go to OUT/seed-<k>/; larev/validity/evidence.py turns them into results.json, results.md and
-results.png. A run on the report split appends its line to the ledger. Every step is cached: a rerun reads what
-it already computed.
+results.png. A reading of the report split writes a ledger line as it begins and another as it ends or fails
+(larev/validity/ledger.py). Every step is cached: a rerun reads what it already computed.
 """
 
 from __future__ import annotations
@@ -198,20 +198,52 @@ def _commit() -> str | None:
         return None
 
 
+def is_partial(protocol: Protocol, params: ValidityParams) -> bool:
+    """Whether a run is not the protocol's whole: a subset of its seeds or metrics, fewer rows, settings overridden
+    or more human files (then it is not a result of the protocol)."""
+    return bool((params.seeds and sorted(params.seeds) != sorted(protocol.seeds))
+                or (params.metrics and sorted(params.metrics) != sorted(protocol.scorers.metrics))
+                or params.test_limit or params.overrides or params.human)
+
+
 @flow(name="validity-benchmark", flow_run_name="validity-{params.task}-{params.split}", log_prints=True)
 def validity_benchmark(params: ValidityParams) -> dict:
     """Train the protocol's scorers once per seed and judge them on human judgements, perturbations and variants;
-    on the tune split, score each decision candidate and decide the protocol's defaults."""
-    from flows.benchmark import SeedParams, human_name, run_seeds
+    on the tune split, score each decision candidate and decide the protocol's defaults. A reading of the report
+    split is recorded in the ledger as it begins, and again when it ends or fails (larev/validity/ledger.py)."""
     from flows.inputs import flow_input_check, validity_inputs
-    from larev.validity.ledger import append_ledger
-    from tasks.bench import human_half_table, perturbed_rationales, read_stored_annotations, stacked_rationales
-    from tasks.runtime.runner import StepRunner
+    from larev.validity.ledger import begin_reading, end_reading, read_ledger, readings
 
     if (failed := flow_input_check(validity_inputs, params)) is not None:
         return failed
     protocol, digest = load_protocol(params.protocol), protocol_digest(params.protocol)  # read once, at the start
     commit = _commit()  # the code that runs, as it is when the run starts
+    if params.split != "report":
+        return run_validity(params, protocol, digest, commit)
+    earlier = readings(read_ledger(params.ledger), protocol=digest, task=params.task)
+    print(f"the report split, read {len(earlier.readings)} time(s) before under this protocol (ledger "
+          f"{params.ledger}; {earlier.count('unfinished')} began and never ended, {earlier.count('failed')} failed)"
+          + "".join(f"\n  {line}" for line in earlier.lines()), flush=True)
+    began = begin_reading(params.ledger, protocol=digest, protocol_name=protocol.name, task=params.task,
+                          split=params.split, seeds=params.seeds or protocol.seeds, backbone=protocol.backbone,
+                          partial=is_partial(protocol, params), commit=commit, out=params.out)
+    try:
+        result = run_validity(params, protocol, digest, commit, earlier=earlier)
+    except BaseException as error:
+        end_reading(params.ledger, began, error=error)
+        raise
+    end_reading(params.ledger, began)
+    return result
+
+
+def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit: str | None,
+                 earlier=None) -> dict:
+    """The benchmark's steps (`validity_benchmark`): inputs, every seed, the evidence and its outputs; `earlier`:
+    the report split's earlier readings (larev/validity/ledger.py `Readings`), shown in the results."""
+    from flows.benchmark import SeedParams, human_name, run_seeds
+    from tasks.bench import human_half_table, perturbed_rationales, read_stored_annotations, stacked_rationales
+    from tasks.runtime.runner import StepRunner
+
     task = protocol.tasks[params.task]
     files = check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
     beside = read_beside(params.beside, digest, params.task, params.split) if params.beside else None
@@ -221,14 +253,6 @@ def validity_benchmark(params: ValidityParams) -> dict:
     rows = split_rows(protocol, params)
     check_decisions(protocol, params, rows)
     started = time.perf_counter()
-    if params.split == "report":
-        from larev.validity.ledger import read_ledger
-
-        before = [line for line in read_ledger(params.ledger)
-                  if line.get("protocol") == digest and line.get("task") == params.task]
-        print(f"the report split, read {len(before)} time(s) before under this protocol (ledger {params.ledger})"
-              + "".join(f"\n  {line['date']} commit {line['commit']} -> {line['out']}" for line in before),
-              flush=True)
     store = ArtifactStore(params.artifact_root)
     with StepRunner(store, progress=params.progress) as steps:
         # one set of perturbations for every training seed (their draws: seed 0 and each instance's id)
@@ -288,10 +312,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
     results = evaluate(protocol, params.task, per_seed, annotations, texts=texts, decide=params.split == "tune")
     seconds["evidence"] = time.perf_counter() - started
     skipped = store.read_json(perturbed["skipped"].key)
-    # anything but the protocol's seeds, metrics, rows, settings and human files is not a result of the protocol
-    partial = bool((params.seeds and sorted(params.seeds) != sorted(protocol.seeds))
-                   or (params.metrics and sorted(params.metrics) != sorted(protocol.scorers.metrics))
-                   or params.test_limit or params.overrides or params.human)
+    partial = is_partial(protocol, params)
     results = {"protocol": digest, "protocol_name": protocol.name, "task": params.task,
                "split": params.split, "seeds": list(seeds), "level": protocol.level, "bootstrap": protocol.bootstrap,
                "backbone": protocol.backbone, "test_rows": rows,
@@ -300,10 +321,10 @@ def validity_benchmark(params: ValidityParams) -> dict:
                "perturbations_skipped": skipped, "screened_out": screened_out,
                "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()},
                "seconds": {k: round(v, 1) for k, v in seconds.items()},
+               **({"earlier_readings": {status: earlier.count(status) for status in ("ended", "failed", "unfinished")}
+                   | {"lines": earlier.lines()}} if earlier is not None else {}),
                **results}
     results = write_results(out, results, beside)
-    if params.split == "report":
-        append_ledger(params.ledger, results, out=str(out))
     print(f"validity results in {out}: results.json, results.md, results.png", flush=True)
     # every step the benchmark ran or read from cache: its own, then each seed's (flows/benchmark.py)
     records = [asdict(r) for r in [*steps.records, *generating_steps]] + [record for seed in seeds for run in runs_of[seed].values()

@@ -4,4 +4,4 @@ The pure core: data contract, demo data, baseline rationales, evaluator models, 
 Nothing in this package imports Prefect; `tasks/` and `flows/` wrap it.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

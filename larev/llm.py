@@ -256,49 +256,61 @@ def load_local_first(model: str, from_pretrained: Callable[[bool], T],
                 raise load_error(hub_exc) from hub_exc
 
 
-class HFSeq2SeqGenerator:
-    """A local Hugging Face seq2seq model (T5 family) generating deterministically (greedy or beam search).
+class HFGenerator:
+    """What the local Hugging Face generators share: the model named by `model_name_or_path` (a directory saved with
+    `save_pretrained`, or a hub name read from the local HF cache first; downloading is impossible offline;
+    safetensors weights only), loaded once on first use on `device`, and deterministic generation in batches of
+    `batch_size`. A subclass says how the model and tokenizer load (`KIND`, `_from_pretrained`), how a batch of
+    prompts is encoded and decoded (`_encode`, `_replies`) and which `generate` options it passes."""
 
-    `model_name_or_path` is a directory saved with `save_pretrained` or a hub name (read from the local HF
-    cache when there; downloading is impossible offline). Loading happens on first use.
-    """
+    KIND = "model"
 
-    def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 16, num_beams: int = 4,
-                 max_new_tokens: int = 96, max_input_tokens: int = 256):
-        if batch_size < 1 or num_beams < 1 or max_new_tokens < 1:
-            raise ConfigError("batch_size, num_beams and max_new_tokens must all be >= 1")
+    def __init__(self, model_name_or_path: str, device: str, batch_size: int, max_new_tokens: int,
+                 max_input_tokens: int):
+        if batch_size < 1 or max_new_tokens < 1:
+            raise ConfigError("batch_size and max_new_tokens must both be >= 1")
         self.model = model_name_or_path
         self.device = device
         self.batch_size = batch_size
-        self.num_beams = num_beams
         self.max_new_tokens = max_new_tokens
         self.max_input_tokens = max_input_tokens
         self._loaded: tuple[Any, Any, Any] | None = None
 
     def _from_pretrained(self, local_only: bool) -> tuple[Any, Any]:
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-        return (AutoTokenizer.from_pretrained(self.model, local_files_only=local_only),
-                # safetensors weights only: a pickled pytorch_model.bin is refused, never unpickled
-                AutoModelForSeq2SeqLM.from_pretrained(self.model, local_files_only=local_only, use_safetensors=True))
+        raise NotImplementedError
 
     def _load_error(self, exc: Exception) -> ConfigError:
         return ConfigError(
-            f"cannot load the Hugging Face seq2seq model {self.model!r} ({type(exc).__name__}: {exc}). The Hugging "
+            f"cannot load the Hugging Face {self.KIND} {self.model!r} ({type(exc).__name__}: {exc}). The Hugging "
             "Face hub is not reachable offline: give a local directory holding the model (saved with "
-            "save_pretrained) or a name already in the local HF cache")
+            "save_pretrained, safetensors weights) or a name already in the local HF cache")
+
+    def _prepare(self, tokenizer) -> None:
+        """Tokenizer settings a subclass needs before its first batch (none by default)."""
 
     def _load(self) -> tuple[Any, Any, Any]:
         """Load once: a directory or cached hub copy without network; other hub names from the hub (unless
         HF_HUB_OFFLINE is set), which offline fails only after the hub client's retries."""
         if self._loaded is None:
-            import torch
+            from larev.device import resolve_device
 
             tokenizer, model = load_local_first(self.model, self._from_pretrained, self._load_error)
-            device = ("cuda" if torch.cuda.is_available() else "cpu") if self.device == "auto" else self.device
+            self._prepare(tokenizer)
+            device = resolve_device(self.device)
             model.to(device).eval()
             self._loaded = (tokenizer, model, device)
         return self._loaded
+
+    def _encode(self, tokenizer, prompts: list[str]):
+        return tokenizer(prompts, return_tensors="pt", padding=True, truncation=True,
+                         max_length=self.max_input_tokens)
+
+    def _generate_options(self, tokenizer) -> dict:
+        return {}
+
+    def _replies(self, ids, encoded):
+        """The generated token ids that are the reply (all of them for a seq2seq model)."""
+        return ids
 
     def generate_batch(self, prompts: Sequence[str]) -> list[str]:
         """One decoded reply per prompt, in order, in batches of `batch_size`."""
@@ -307,39 +319,54 @@ class HFSeq2SeqGenerator:
         tokenizer, model, device = self._load()
         out: list[str] = []
         for start in range(0, len(prompts), self.batch_size):
-            batch = list(prompts[start:start + self.batch_size])
-            enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True,
-                            max_length=self.max_input_tokens).to(device)
+            enc = self._encode(tokenizer, list(prompts[start:start + self.batch_size])).to(device)
             with torch.no_grad():
-                ids = model.generate(**enc, do_sample=False, num_beams=self.num_beams,
-                                     max_new_tokens=self.max_new_tokens)
-            out.extend(t.strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True))
+                ids = model.generate(**enc, do_sample=False, max_new_tokens=self.max_new_tokens,
+                                     **self._generate_options(tokenizer))
+            out.extend(t.strip() for t in tokenizer.batch_decode(self._replies(ids, enc), skip_special_tokens=True))
         return out
 
     def generate(self, prompt: str) -> str:
         return self.generate_batch([prompt])[0]
 
 
-class HFCausalGenerator:
+class HFSeq2SeqGenerator(HFGenerator):
+    """A local Hugging Face seq2seq model (T5 family) generating deterministically (greedy or beam search)."""
+
+    KIND = "seq2seq model"
+
+    def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 16, num_beams: int = 4,
+                 max_new_tokens: int = 96, max_input_tokens: int = 256):
+        if num_beams < 1:
+            raise ConfigError("num_beams must be >= 1")
+        super().__init__(model_name_or_path, device, batch_size, max_new_tokens, max_input_tokens)
+        self.num_beams = num_beams
+
+    def _from_pretrained(self, local_only: bool) -> tuple[Any, Any]:
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        return (AutoTokenizer.from_pretrained(self.model, local_files_only=local_only),
+                # safetensors weights only: a pickled pytorch_model.bin is refused, never unpickled
+                AutoModelForSeq2SeqLM.from_pretrained(self.model, local_files_only=local_only, use_safetensors=True))
+
+    def _generate_options(self, tokenizer) -> dict:
+        return {"num_beams": self.num_beams}
+
+
+class HFCausalGenerator(HFGenerator):
     """A local Hugging Face causal language model (Llama, Qwen, GPT-2 family) generating greedily.
 
-    `model_name_or_path` is loaded as `HFSeq2SeqGenerator` loads its model (a directory, or a hub name read from
-    the local HF cache first; safetensors weights only). With `chat_template` and a tokenizer that has one, each
-    prompt is sent as one user turn through it; otherwise as plain text. The reply is the text generated after the
-    prompt. Prompts are padded on the left, so every row's reply starts at the same position.
+    With `chat_template` and a tokenizer that has one, each prompt is sent as one user turn through it; otherwise
+    as plain text. The reply is the text generated after the prompt. Prompts are padded on the left, so every row's
+    reply starts at the same position.
     """
+
+    KIND = "causal model"
 
     def __init__(self, model_name_or_path: str, device: str = "auto", batch_size: int = 8, max_new_tokens: int = 96,
                  max_input_tokens: int = 512, chat_template: bool = True):
-        if batch_size < 1 or max_new_tokens < 1:
-            raise ConfigError("batch_size and max_new_tokens must both be >= 1")
-        self.model = model_name_or_path
-        self.device = device
-        self.batch_size = batch_size
-        self.max_new_tokens = max_new_tokens
-        self.max_input_tokens = max_input_tokens
+        super().__init__(model_name_or_path, device, batch_size, max_new_tokens, max_input_tokens)
         self.chat_template = chat_template
-        self._loaded: tuple[Any, Any, Any] | None = None
 
     def _from_pretrained(self, local_only: bool) -> tuple[Any, Any]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -347,24 +374,10 @@ class HFCausalGenerator:
         return (AutoTokenizer.from_pretrained(self.model, local_files_only=local_only, padding_side="left"),
                 AutoModelForCausalLM.from_pretrained(self.model, local_files_only=local_only, use_safetensors=True))
 
-    def _load_error(self, exc: Exception) -> ConfigError:
-        return ConfigError(
-            f"cannot load the Hugging Face causal model {self.model!r} ({type(exc).__name__}: {exc}). The Hugging "
-            "Face hub is not reachable offline: give a local directory holding the model (saved with "
-            "save_pretrained, safetensors weights) or a name already in the local HF cache")
-
-    def _load(self) -> tuple[Any, Any, Any]:
-        if self._loaded is None:
-            from larev.device import resolve_device
-
-            tokenizer, model = load_local_first(self.model, self._from_pretrained, self._load_error)
-            if tokenizer.pad_token_id is None:  # most causal tokenizers have none: pad with the end token
-                tokenizer.pad_token = tokenizer.eos_token
-            tokenizer.truncation_side = "left"  # a long prompt loses its start, never the turn it is answered in
-            device = resolve_device(self.device)
-            model.to(device).eval()
-            self._loaded = (tokenizer, model, device)
-        return self._loaded
+    def _prepare(self, tokenizer) -> None:
+        if tokenizer.pad_token_id is None:  # most causal tokenizers have none: pad with the end token
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.truncation_side = "left"  # a long prompt loses its start, never the turn it is answered in
 
     def uses_chat_template(self) -> bool:
         """Whether prompts go through the tokenizer's chat template (asked for, and the tokenizer has one)."""
@@ -378,23 +391,13 @@ class HFCausalGenerator:
                                                  add_generation_prompt=True)
         return prompt
 
-    def generate_batch(self, prompts: Sequence[str]) -> list[str]:
-        """One reply per prompt, in order, in batches of `batch_size`: the decoded tokens after each prompt."""
-        import torch
+    def _encode(self, tokenizer, prompts: list[str]):
+        return tokenizer([self.formatted(p) for p in prompts], return_tensors="pt", padding=True, truncation=True,
+                         max_length=self.max_input_tokens,
+                         add_special_tokens=not self.uses_chat_template())  # a template has its own
 
-        tokenizer, model, device = self._load()
-        out: list[str] = []
-        for start in range(0, len(prompts), self.batch_size):
-            batch = [self.formatted(p) for p in prompts[start:start + self.batch_size]]
-            enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True,
-                            max_length=self.max_input_tokens,
-                            add_special_tokens=not self.uses_chat_template()).to(device)  # a template has its own
-            with torch.no_grad():
-                ids = model.generate(**enc, do_sample=False, num_beams=1, max_new_tokens=self.max_new_tokens,
-                                     pad_token_id=tokenizer.pad_token_id)
-            replies = ids[:, enc["input_ids"].shape[1]:]
-            out.extend(t.strip() for t in tokenizer.batch_decode(replies, skip_special_tokens=True))
-        return out
+    def _generate_options(self, tokenizer) -> dict:
+        return {"num_beams": 1, "pad_token_id": tokenizer.pad_token_id}
 
-    def generate(self, prompt: str) -> str:
-        return self.generate_batch([prompt])[0]
+    def _replies(self, ids, encoded):
+        return ids[:, encoded["input_ids"].shape[1]:]

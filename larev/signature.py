@@ -1,7 +1,7 @@
 """A score's signature: one short, readable string per (metric, run) that says how its numbers were made, as
 SacreBLEU's signature does for BLEU.
 
-    metric:larev.v1|backbone:embedded|settings:3f9a01c2|seed:42|larev:0.1.0
+    metric:larev.v1|backbone:embedded|settings:3f9a01c2|seed:42|larev:0.2.0
 
 Fields, in order (SIGNATURE_FIELDS):
 

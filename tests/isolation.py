@@ -1,11 +1,14 @@
 """The test suite leaves nothing behind: its own Prefect home, no server on the user's port, no process alive.
 
-`begin()` runs before anything imports Prefect (tests/conftest.py, at import): it points PREFECT_HOME at a fresh
-temporary folder, gives a `larev --server local` started by a test a free port instead of 4200
-(LAREV_SERVER_PORT), and marks the environment every process the suite starts inherits (LAREV_TEST_SESSION).
-`leftovers()` runs when the session finishes (after the session fixtures' teardown): processes still alive that the
-suite started (marked, or below this process), a port 4200 opened during the suite, and anything written under the
-user's ~/.prefect. The conftest then fails the suite, naming them, and stops the processes.
+`begin()` runs before anything imports Prefect (tests/conftest.py, at import): it gives the suite a home of its own
+(HOME, so `~` of this process and of every process it starts is a fresh temporary folder) and points PREFECT_HOME
+at another, gives a `larev --server local` started by a test a free port instead of 4200 (LAREV_SERVER_PORT), and
+marks the environment every process the suite starts inherits (LAREV_TEST_SESSION). `leftovers()` runs when the
+session finishes (after the session fixtures' teardown): processes still alive that the suite started (marked, or
+below this process), a port 4200 opened during the suite, and anything written under the suite's ~/.prefect (a
+process that ignored PREFECT_HOME). Only what the suite wrote is checked: the user's own ~/.prefect, where their
+server or a benchmark may be writing meanwhile, is not the suite's home. The conftest then fails the suite, naming
+them, and stops the processes.
 """
 
 from __future__ import annotations
@@ -63,7 +66,9 @@ def begin() -> Session:
     if "prefect" in sys.modules:
         raise RuntimeError("tests/isolation.py must run before Prefect is imported: its settings would keep the "
                            "user's PREFECT_HOME")
-    user_prefect = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    home = Path(tempfile.mkdtemp(prefix="larev-tests-home-"))
+    os.environ["HOME"] = str(home)
+    user_prefect = home / ".prefect"  # what a process that ignored PREFECT_HOME would write to
     session = Session(session_id=uuid.uuid4().hex, prefect_home=Path(tempfile.mkdtemp(prefix="larev-tests-prefect-")),
                       user_prefect=user_prefect, user_prefect_before=_snapshot(user_prefect),
                       user_port_was_open=port_open(USER_PORT))

@@ -23,7 +23,7 @@ from larev.validity import perturb
 from larev.validity.criteria import (Draws, combine_seeds, interval, order_credit, ratio, weighted_auroc,
                                      weighted_average_precision, weighted_spearman)
 from larev.validity.human_split import human_half, in_tune_half
-from larev.validity.ledger import append_ledger, read_ledger
+from larev.validity.ledger import begin_reading, end_reading, read_ledger, readings
 from larev.validity.protocol import is_met, load_protocol, protocol_digest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -310,16 +310,33 @@ def test_human_halves_split_by_instance_and_cover_the_file():
     assert all(in_tune_half(i) for i in tune["id"])
 
 
-def test_the_ledger_takes_report_runs_only(tmp_path):
-    ledger = tmp_path / "ledger.jsonl"
-    results = {"date": "2026-11-28", "commit": "abc", "protocol": "d" * 64, "task": "nli", "split": "report",
-               "seeds": [0, 1], "backbone": "embedded", "partial": False, "scorers": {}}
-    append_ledger(ledger, results, out="bench/x")
-    assert read_ledger(ledger) == [{"date": "2026-11-28", "commit": "abc", "protocol": "d" * 64,
-                                    "protocol_name": None, "task": "nli", "split": "report", "seeds": [0, 1],
-                                    "backbone": "embedded", "partial": False, "out": "bench/x"}]
+def test_a_reading_is_recorded_as_it_begins_and_again_as_it_ends_or_fails(tmp_path, monkeypatch):
+    """Three readings: one that ended, one that failed, one whose process was killed (its `began` line alone); the
+    summary counts each and names the unfinished one. Paths inside the working directory are recorded relative to
+    it; the tune split is refused."""
+    monkeypatch.chdir(tmp_path)
+    ledger = tmp_path / "protocols" / "ledger.jsonl"
+    fields = {"protocol": "d" * 64, "protocol_name": "validity-v2", "task": "nli", "split": "report",
+              "seeds": [0, 1], "backbone": "embedded", "partial": False, "commit": "abc"}
+    first = begin_reading(ledger, **fields, out=tmp_path / "bench" / "x")
+    end_reading(ledger, first)
+    second = begin_reading(ledger, **fields, out="/elsewhere/y")
+    end_reading(ledger, second, error=RuntimeError("out of memory\nmore"))
+    killed = begin_reading(ledger, **fields, out="bench/z")
+    lines = read_ledger(ledger)
+    assert [line["event"] for line in lines] == ["began", "ended", "began", "failed", "began"]
+    assert lines[0]["out"] == "bench/x" and lines[2]["out"] == "/elsewhere/y"  # relative inside, as given outside
+    assert lines[3]["error"] == "RuntimeError: out of memory"
+    found = readings(lines, protocol="d" * 64, task="nli")
+    assert [r.status for r in found.readings] == ["ended", "failed", "unfinished"]
+    assert (found.count("ended"), found.count("failed"), found.count("unfinished")) == (1, 1, 1)
+    assert found.lines()[2].endswith("-> bench/z: began, never ended") and killed["reading"] in {
+        r.line["reading"] for r in found.readings}
+    assert readings(lines, protocol="e" * 64).readings == []  # another protocol's readings are not counted
+    # a whole line without an event (recorded when its reading ended) counts as ended
+    assert readings([{"protocol": "d" * 64, "task": "nli", "date": "2026-11-28", "out": "b"}]).count("ended") == 1
     with pytest.raises(ValueError, match="report split"):
-        append_ledger(ledger, {**results, "split": "tune"}, out="bench/y")
+        begin_reading(ledger, **{**fields, "split": "tune"}, out="bench/t")
 
 
 def test_no_rows_give_undefined_figures_not_a_crash():
@@ -401,9 +418,11 @@ def test_the_report_split_was_read_once_and_its_ledger_line_is_committed():
     import json
 
     report = json.loads((REPO / "docs" / "validity" / "nli-report.json").read_text())
-    readings = [line for line in read_ledger(REPO / "protocols" / "ledger.jsonl")
-                if line["protocol"] == report["protocol"] and line["task"] == "nli"]
-    assert len(readings) == 1 and readings[0]["date"] == report["date"] and readings[0]["commit"] == report["commit"]
+    lines = read_ledger(REPO / "protocols" / "ledger.jsonl")
+    found = readings(lines, protocol=report["protocol"], task="nli").readings
+    assert len(found) == 1 and found[0].status == "ended"
+    assert found[0].line["date"] == report["date"] and found[0].line["commit"] == report["commit"]
+    assert not [line for line in lines if str(line.get("out", "")).startswith("/")]  # no machine's folders
     assert not report["partial"] and len(report["seeds"]) >= 5
 
 

@@ -100,7 +100,12 @@ TUNE_AUROC = {"value": 0.9, "low": 0.8, "high": 0.95, "met": True}
 def report_run(tmp_path_factory, prefect_harness):
     root = tmp_path_factory.mktemp("validity")
     tune = root / "tune-results.json"
-    tune.write_text(json.dumps({"protocol": protocol_digest(_protocol(root, *_files(root))), "task": "nli",
+    from larev.validity.ledger import begin_reading
+
+    digest = protocol_digest(_protocol(root, *_files(root)))
+    begin_reading(root / "ledger.jsonl", protocol=digest, protocol_name="validity-v1", task="nli", split="report",
+                  seeds=[0, 1], backbone="embedded", partial=True, commit="0000000", out="elsewhere")  # then killed
+    tune.write_text(json.dumps({"protocol": digest, "task": "nli",
                                 "split": "tune", "commit": "abc1234", "seeds": [0, 1],
                                 "scorers": {"rev": {"acceptability_auroc/tiny_acceptability": TUNE_AUROC}},
                                 "best": {}}))
@@ -216,11 +221,42 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
                                                                  for k in (0, 1)}  # the arm's runs, no candidate's
 
 
-def test_a_run_on_the_report_split_writes_its_ledger_line(report_run):
+def test_a_reading_of_the_report_split_is_recorded_as_it_begins_and_ends_and_shows_an_interrupted_one(report_run):
+    """The fixture's ledger held a reading that began and never ended (a killed process); the run shows it in
+    its results and records its own reading twice: as it began, and as it ended."""
     root, protocol, result = report_run
-    (line,) = read_ledger(root / "ledger.jsonl")
-    assert line["protocol"] == protocol_digest(protocol) and line["split"] == "report"
-    assert line["out"] == str(root / "out") and line["date"] and "commit" in line
+    killed, began, ended = read_ledger(root / "ledger.jsonl")
+    assert killed["event"] == "began" and (began["event"], ended["event"]) == ("began", "ended")
+    assert began["reading"] == ended["reading"] != killed["reading"]
+    assert began["protocol"] == protocol_digest(protocol) and began["split"] == "report" and "commit" in began
+    assert began["out"] == str(root / "out")  # outside the working directory: as given
+    earlier = result["results"]["earlier_readings"]
+    assert (earlier["ended"], earlier["failed"], earlier["unfinished"]) == (0, 0, 1)
+    page = (root / "out" / "results.md").read_text()
+    assert "0 ended, 0 failed, 1 began and never ended" in page and "began, never ended" in page
+
+
+def test_a_reading_that_fails_leaves_its_failed_line(tmp_path, monkeypatch, prefect_harness):
+    """A report reading that stops on an error (here before its first step) records `began` then `failed` with
+    the error; the error still reaches the caller."""
+    import flows.validity as validity
+
+    data, human = _files(tmp_path)
+    protocol = _protocol(tmp_path, data, human)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the disk is full")
+
+    monkeypatch.setattr(validity, "run_validity", broken)
+    params = validity.ValidityParams(protocol=str(protocol), split="report", out=str(tmp_path / "out"),
+                                     metrics=["rev", "larev"], overrides=TINY_SETTINGS,
+                                     artifact_root=str(tmp_path / "store"), ledger=str(tmp_path / "ledger.jsonl"),
+                                     progress=False)
+    with pytest.raises(RuntimeError, match="the disk is full"):
+        validity.validity_benchmark(params)
+    began, failed = read_ledger(tmp_path / "ledger.jsonl")
+    assert (began["event"], failed["event"], failed["reading"]) == ("began", "failed", began["reading"])
+    assert failed["error"] == "RuntimeError: the disk is full"
 
 
 def test_the_cli_refuses_seeds_and_metrics_outside_the_protocol(tmp_path, capsys):

@@ -242,6 +242,12 @@ def results_markdown(results: dict, beside: dict | None = None) -> str:
                          if k.startswith("human/"))
              + (f"; commit `{results['commit']}`" if results.get("commit") else "") + ".",
              ""]
+    earlier = results.get("earlier_readings")
+    if earlier:
+        lines += [f"**Earlier readings of this split** under this protocol (protocols/ledger.jsonl): {earlier['ended']} "
+                  f"ended, {earlier['failed']} failed, {earlier['unfinished']} began and never ended.",
+                  "", *(f"- {line}" for line in earlier["lines"]), ""] if earlier["lines"] else \
+                 ["**Earlier readings of this split** under this protocol: none.", ""]
     if results.get("partial"):
         lines += ["**Partial run**: not every seed, metric or row of the protocol, or settings overridden ("
                   + json.dumps(results.get("overrides") or {}) + "): not a result of the protocol.", ""]
