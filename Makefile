@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install install-minilm demo server-stop test test-service test-ui test-slow bench-quality bench-cose bench-human bench-validity bench-backbone bench-speed bench-gpu-reference bench-scale bench-memory clean
+.PHONY: install install-minilm demo server-stop test test-service test-ui test-slow data bench-quality bench-cose bench-human bench-validity bench-backbone bench-speed bench-gpu-reference bench-scale bench-memory clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,15 +47,27 @@ test-ui: install
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
 
-ESNLI ?= ../shared/data/esnli/dev.parquet
+## the real data (larev/data/location.py makes the same choice): LAREV_DATA when set, else ../shared/data when it
+## exists, else data/, where `make data` (larev data get) writes
+LAREV_DATA ?= $(if $(wildcard ../shared/data),../shared/data,data)
+DATA_OUT ?= $(if $(filter ../shared/data,$(LAREV_DATA)),data,$(LAREV_DATA))
+
+## what the benchmarks read, from the authors' releases into $(DATA_OUT) (LAREV_DATA, never the shared copy): e-SNLI
+## dev, CoS-E v1.0 train, the human judgements; each source file's sha256 in $(DATA_OUT)/sources.lock.json
+data: install
+	$(BIN)/larev data get esnli --only dev --out $(DATA_OUT)
+	$(BIN)/larev data get cose --only train --out $(DATA_OUT)
+	$(BIN)/larev data get human --out $(DATA_OUT)
+
+ESNLI ?= $(LAREV_DATA)/esnli/dev.parquet
 
 ## every metric on real e-SNLI (train: first 8,000 rows of the dev file, test: the rest); results in bench/esnli
 bench-quality: install
 	$(BIN)/larev bench quality --task nli --train $(ESNLI) --train-rows :8000 --test $(ESNLI) --test-rows 8000: \
 		--run-name esnli-bench --out bench/esnli --no-progress
 
-COSE ?= ../shared/data/cose/train.parquet
-HUMAN ?= ../shared/data/human
+COSE ?= $(LAREV_DATA)/cose/train.parquet
+HUMAN ?= $(LAREV_DATA)/human
 
 ## every metric on real CoS-E QA (train: first 6,800 questions, test: the rest), with the natural-leakage table and
 ## the CommonsenseQA human-agreement tables; 12 epochs per evaluator (at the default 3 none learns real QA)

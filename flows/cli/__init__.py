@@ -6,6 +6,7 @@
     larev score --run runs/demo-nli --rationales F   score a rationale file with a finished run's evaluators
     larev compare --run runs/demo-nli gold leaky F.parquet   which source is better, paired by instance
     larev show runs/demo-nli                    print a run's results
+    larev data get esnli --out data             e-SNLI from its authors' release (docs/data.md)
 
 parser.py: which option sets which parameter; options.py: options, --params, --set and --print-params made from
 the pydantic parameter models; commands.py: what each command does; output.py: what they print.

@@ -114,6 +114,27 @@ def pack(args) -> int:
     return 0
 
 
+def data_get(args) -> int:
+    from larev.data.fetch import get_dataset
+
+    result = get_dataset(args.name, args.out, form=args.form, only=args.only, source_dir=args.source_dir,
+                         mirror=args.mirror, accept_changed=args.accept_changed, progress=not args.no_progress)
+    print(f"{result.name} ({result.form}): {len(result.sources)} source file(s), their sha256 in {result.lock}")
+    checks = {True: "; the same rows as the committed results' file",
+              False: "; NOT the rows of the committed results' file (docs/data.md, Real data)", None: ""}
+    for written in result.written:
+        print(f"  wrote {written.path}: {written.rows} rows, content sha256 {written.digest[:16]}"
+              f"{checks[written.matches_committed]}")
+    for note in result.notes:
+        print(f"  note: {note}")
+    if result.raw_dir is not None:
+        print(f"downloads kept in {result.raw_dir} (`larev data get {result.name} --from {result.raw_dir}` converts "
+              "them again)")
+    print(f"the benchmarks read this folder with LAREV_DATA={result.out}, e.g. LAREV_DATA={result.out} make "
+          "bench-quality")
+    return 0
+
+
 def ftc(args) -> int:
     from flows.stress import stress_test
 

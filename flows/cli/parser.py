@@ -516,6 +516,34 @@ def build_parser() -> argparse.ArgumentParser:
     pack.add_argument("--out", required=True, help="the pack file to write (a tar; e.g. evaluators.larev.tar)")
     pack.set_defaults(func=cmd.pack)
 
+    data = sub.add_parser("data", help="the real datasets (e-SNLI, CoS-E, human judgements) from their authors' "
+                                       "releases").add_subparsers(dest="data", required=True)
+    get = data.add_parser("get", help="download a release, check each file against the lock file, convert it to "
+                                      "larev's columns (docs/data.md) and say where the files went")
+    get.add_argument("name", choices=("esnli", "cose", "human"),
+                     help="esnli (train, dev, test), cose (v1.0 train, dev) or human (Wiegreffe et al.'s judgements)")
+    get.add_argument("--out", default="data",
+                     help="the data folder (default: %(default)s): NAME/*.parquet, raw/NAME/ (the downloads) and "
+                          "sources.lock.json; set LAREV_DATA to it for the Makefile's benchmarks")
+    get.add_argument("--only", type=_comma_list, default=None, metavar="OUTPUT,...",
+                     help="only these outputs: esnli train, dev, test; cose train, dev; human snli_acceptability, "
+                          "cqa_acceptability, cqa_fine_grained, snli_fine_grained (default: all)")
+    get.add_argument("--form", default=None,
+                     help="esnli: preprocessed (default: the lower-cased, tokenized release the committed results "
+                          "were computed on) or raw (the CSVs' original text); cose: raw (default: the unprocessed "
+                          "explanations) or processed")
+    get.add_argument("--from", dest="source_dir", default=None, metavar="DIR",
+                     help="convert files already downloaded, kept in DIR under their published paths (or DIR/NAME/"
+                          "...: a data folder's raw/), instead of fetching them")
+    get.add_argument("--mirror", default=None, metavar="URL",
+                     help="fetch from URL/NAME/<published path> instead of the authors' URLs (default: the "
+                          "LAREV_DATA_MIRROR variable when set)")
+    get.add_argument("--accept-changed", action="store_true",
+                     help="convert a source file whose sha256 differs from the one the lock file recorded, and "
+                          "record the new one (default: refuse it)")
+    get.add_argument("--no-progress", action="store_true", help="no progress bars")
+    get.set_defaults(func=cmd.data_get)
+
     show = sub.add_parser("show", help="print a run's results, or a metric's card (--metric)")
     show.add_argument("run", nargs="?", default=None, help="the run directory (not with --metric / --write-cards)")
     show.add_argument("--report", action="store_true", help="also print report.md")
