@@ -1,25 +1,43 @@
-"""Metric cards (docs/metrics/, tasks/cards.py, larev/cards.py): every registered metric's score name has one, the
-committed cards are exactly what the generator makes from the registry and the card texts, their links land on
-headings that exist, and `larev show --metric NAME` prints one. Pure: no Prefect run, no models."""
+"""Metric cards (docs/metrics/, larev/cards/: texts as data, figures read from the committed results): every
+registered metric's score name has one, the committed cards are exactly what the generator makes from the registry,
+the card texts and the committed results, a card text types no figure, a wrong figure planted in a card fails,
+their links land on headings that exist, and `larev show --metric NAME` prints one. Pure: no Prefect run, no
+models."""
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from flows.cli import EXIT_BAD_INPUT, main
 from flows.metrics import METRICS
+from flows.cards import registry
 from larev.cards import cell, filled_by, heading_anchors, heading_slug, option_rows, relative_links, table
+from larev.cards.figures import figure, placeholders, render_figures, typed_figures
+from larev.cards.render import (INDEX, SIGNATURE_TEXT, WRITE_COMMAND, build_card as build, build_cards as build_all,
+                                card_names, signed_sections)
+from larev.cards.texts import card_texts
+from larev.errors import ConfigError
 from larev.methods.leakage_aware.config import LarevConfig
 from larev.signature import SIGNATURE_FIELDS
-from tasks.cards import (CARDS, INDEX, SIGNATURE_TEXT, WRITE_COMMAND, build_card, build_cards, card_names,
-                         signed_sections)
 from tasks.metric import RUN_SECTIONS, Metric
 
 REPO = Path(__file__).resolve().parents[1]
 CARDS_DIR = REPO / "docs" / "metrics"
+REGISTRY = registry(REPO / "docs")
+CARDS = card_texts()
+
+
+def build_card(metrics, name: str) -> str:
+    return build(replace(REGISTRY, metrics=metrics), name)
+
+
+def build_cards(metrics) -> dict[str, str]:
+    return build_all(replace(REGISTRY, metrics=metrics))
 PAPERS = REPO.parent / "shared" / "papers"
 
 
@@ -28,7 +46,7 @@ PAPERS = REPO.parent / "shared" / "papers"
 def test_every_registered_score_name_has_a_card_text_and_a_committed_card():
     names = card_names(METRICS)
     assert names == ["rev", "larev", "larev_vs_empty", "r_only", "rora", "rq", "las"]
-    assert set(CARDS) == set(names), "tasks/cards.py CARDS must hold one text per registered score name, no more"
+    assert set(CARDS) == set(names), "larev/cards/texts/ must hold one NAME.toml per registered score name, no more"
     assert {p.name for p in CARDS_DIR.glob("*.md")} == {f"{n}.md" for n in names} | {INDEX}
     index = (CARDS_DIR / INDEX).read_text()
     assert all(f"]({n}.md)" in index for n in names)
@@ -37,7 +55,7 @@ def test_every_registered_score_name_has_a_card_text_and_a_committed_card():
 def test_the_committed_cards_equal_the_generators_output():
     stale = [name for name, text in build_cards(METRICS).items()
              if not (CARDS_DIR / name).exists() or (CARDS_DIR / name).read_text(encoding="utf-8") != text]
-    assert not stale, (f"docs/metrics/ differs from what the registry and tasks/cards.py generate "
+    assert not stale, (f"docs/metrics/ differs from what the registry, larev/cards/texts/ and the results generate "
                        f"({', '.join(stale)}): run `{WRITE_COMMAND}` from the repository root and commit the result")
 
 
@@ -85,12 +103,12 @@ def test_the_signature_section_names_every_field_and_the_sections_of_the_digest(
                 "rora": ["rora"], "rq": ["rora"], "las": ["rora"]}
     for metric in METRICS:
         for name in metric.names():
-            assert signed_sections(metric) == [*RUN_SECTIONS, *expected[name]]
+            assert signed_sections(REGISTRY, metric) == [*RUN_SECTIONS, *expected[name]]
             card = build_card(METRICS, name)
             signature = card.split("## Signature")[1].split("## Options")[0]
             assert f"metric:{name}.{metric.definition_version}|backbone:" in signature
             assert all(f"| `{field}` |" in signature for field in SIGNATURE_FIELDS)
-            assert all(f"`{s}`" in signature for s in signed_sections(metric))
+            assert all(f"`{s}`" in signature for s in signed_sections(REGISTRY, metric))
             assert "`device`" in signature  # placement fields are left out, and the card says so
 
 
@@ -111,7 +129,7 @@ def test_a_metric_without_card_text_still_gets_the_generated_parts():
     toy = Metric()
     toy.name, toy.definition_version, toy.description = "toy", "v2", "a toy metric"
     card = build_card([*METRICS, toy], "toy")
-    assert "No card text yet: add `toy` to `CARDS`" in card
+    assert "No card text yet: add larev/cards/texts/toy.toml" in card
     assert "metric:toy.v2|backbone:" in card and "## Reproduce" in card
 
 
@@ -178,8 +196,55 @@ def test_larev_show_write_cards_writes_what_is_committed(capsys, tmp_path):
 
 
 def test_a_card_cites_the_report_split_first_then_the_tune_split_that_decided_its_defaults():
-    from tasks.cards import validity_lines
+    from larev.cards.render import validity_lines
 
-    report, tune = [line for line in validity_lines("larev") if "[NLI, " in line]
+    report, tune = [line for line in validity_lines("larev", REPO / "docs") if "[NLI, " in line]
     assert "[NLI, report split]" in report and "read once, with the defaults the tune split decided" in report
     assert "[NLI, tune split]" in tune and "the run then moved the default" in tune
+
+
+# ---- figures: read from the committed results, never typed ----------------------------------------------------------
+
+def test_no_card_text_types_a_figure():
+    """Every decimal a card text quotes is a placeholder read from a committed result (equation and section numbers
+    and code spans aside): a typed one would go stale when the results move."""
+    typed = {}
+    for name, text in CARDS.items():
+        for field in text.__dataclass_fields__:
+            value = getattr(text, field)
+            for item in value if isinstance(value, tuple) else (value,):
+                found = typed_figures(" ".join(item) if isinstance(item, tuple) else item)
+                if found:
+                    typed.setdefault(name, []).extend(found)
+    assert not typed, f"figures typed into card texts (use a {{{{FILE>KEY|FORMAT}}}} placeholder): {typed}"
+    assert typed_figures("gold above it on 0.51 of instances (eq. 4.10, `lambda=0.5`, {{x>y|.2f}})") == ["0.51"]
+
+
+def test_a_placeholder_reads_the_committed_result():
+    report = json.loads((REPO / "docs" / "validity" / "nli-report.json").read_text())
+    cell = report["scorers"]["larev"]["variant_order/borrowed"]
+    key = "validity/nli-report.json>scorers>larev>variant_order/borrowed"
+    assert figure(REPO / "docs", f"{key}>value|.2f") == f"{cell['value']:.2f}"
+    assert figure(REPO / "docs", f"{key}|interval") == f"[{cell['low']:.3f}, {cell['high']:.3f}]"
+    assert render_figures("on {{" + key + ">value|.3f}} of them", REPO / "docs") == f"on {cell['value']:.3f} of them"
+    with pytest.raises(ConfigError, match="has no scorers>nobody"):
+        figure(REPO / "docs", "validity/nli-report.json>scorers>nobody>x")
+    with pytest.raises(ConfigError, match="no committed result"):
+        figure(REPO / "docs", "validity/missing.json>a")
+    assert any(placeholders(getattr(CARDS["larev"], "failures")[k]) for k in range(3))  # the cards use them
+
+
+def test_a_wrong_figure_planted_in_a_card_fails(tmp_path):
+    """A copy of the committed cards with one figure changed is not what the generator makes from the results:
+    the check that guards docs/metrics/ fails on it, naming the card."""
+    import shutil
+
+    copy = tmp_path / "metrics"
+    shutil.copytree(CARDS_DIR, copy)
+    card = copy / "larev.md"
+    report = json.loads((REPO / "docs" / "validity" / "nli-report.json").read_text())
+    quoted = f"{report['scorers']['larev']['variant/empty']['value']:.2f} nats"
+    assert quoted in card.read_text()
+    card.write_text(card.read_text().replace(quoted, "-1.26 nats"))
+    stale = [name for name, text in build_cards(METRICS).items() if (copy / name).read_text() != text]
+    assert stale == ["larev.md"]

@@ -175,17 +175,16 @@ def show(args) -> int:
     from larev.errors import ConfigError
 
     if args.metric is not None or args.write_cards is not None:
-        from flows.metrics import METRICS
-        from tasks.cards import metric_card, write_cards
+        from flows.cards import metric_card, write_cards
 
         if args.run is not None or args.report:
             raise ConfigError("larev show: a run directory (with --report) or --metric / --write-cards, not both")
         if args.write_cards is not None:
-            changed = write_cards(METRICS, args.write_cards)
+            changed = write_cards(args.write_cards)
             note = f"rewrote {', '.join(changed)}" if changed else "every card was up to date"
             print(f"{args.write_cards}: {note}", file=sys.stderr if args.metric else sys.stdout)  # stdout: the card
         if args.metric is not None:
-            print(metric_card(METRICS, args.metric), end="")
+            print(metric_card(args.metric), end="")
         return 0
     if args.run is None:
         raise ConfigError("larev show: name a run directory, or --metric NAME for a metric's card")

@@ -553,6 +553,6 @@ def build_parser() -> argparse.ArgumentParser:
                            f"{', '.join(metric_names())}")
     show.add_argument("--write-cards", default=None, metavar="DIR",
                       help="write every registered metric's card and their index into DIR, generated from the "
-                           "registry and tasks/cards.py (the committed ones: --write-cards docs/metrics)")
+                           "registry and larev/cards/texts/ (the committed ones: --write-cards docs/metrics)")
     show.set_defaults(func=cmd.show)
     return parser

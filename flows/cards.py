@@ -1,0 +1,32 @@
+"""The metric cards of the registered metrics (docs/metrics/): larev/cards/render.py builds them from what it is
+given here, the registry (flows/metrics.py), the run's sections, and the docs directory whose committed results
+the cards quote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: the docs directory, as larev runs from the repository root
+DOCS = Path("docs")
+
+
+def registry(docs: str | Path = DOCS):
+    """The cards' `Registry`: the registered metrics and the pipeline's run sections and placement fields."""
+    from flows.metrics import METRICS
+    from larev.cards.render import Registry
+    from tasks.metric import PLACEMENT_FIELDS, RUN_SECTIONS
+
+    return Registry(metrics=METRICS, run_sections=RUN_SECTIONS, placement_fields=PLACEMENT_FIELDS, docs=Path(docs))
+
+
+def write_cards(directory: str | Path, docs: str | Path = DOCS) -> list[str]:
+    """Rewrite the cards in `directory`; the files whose content changed."""
+    from larev.cards.render import write_cards as write
+
+    return write(registry(docs), directory)
+
+
+def metric_card(name: str, docs: str | Path = DOCS) -> str:
+    from larev.cards.render import metric_card as card
+
+    return card(registry(docs), name)
