@@ -287,6 +287,19 @@ def test_a_protocol_that_forgets_the_signals_mark_is_refused(tmp_path):
         load_protocol(everywhere)
 
 
+def test_protocol_v2_reads_its_data_from_the_data_directory(tmp_path, monkeypatch):
+    """${LAREV_DATA} in protocol v2's data and human paths is the data directory: LAREV_DATA when set, else
+    ../shared/data where it exists, else data/ (where `larev data get` writes)."""
+    monkeypatch.setenv("LAREV_DATA", str(tmp_path / "mine"))
+    protocol = load_protocol(PROTOCOL_V2)
+    assert protocol.tasks["nli"].data == f"{tmp_path / 'mine'}/esnli/dev.parquet"
+    assert protocol.tasks["qa"].human == [f"{tmp_path / 'mine'}/human/cqa_acceptability.parquet",
+                                          f"{tmp_path / 'mine'}/human/cqa_fine_grained.parquet"]
+    monkeypatch.delenv("LAREV_DATA")
+    monkeypatch.chdir(tmp_path)  # no ../shared/data here
+    assert load_protocol(PROTOCOL_V2).tasks["nli"].data == "data/esnli/dev.parquet"
+
+
 def test_protocol_v2_decides_the_reader_crossed_with_the_signal_and_keeps_the_irm_arm():
     protocol = load_protocol(PROTOCOL_V2)
     for task in ("nli", "qa"):

@@ -35,9 +35,12 @@ WRITE_COMMAND = "larev show --write-cards docs/metrics"
 INDEX = "README.md"
 RESULTS = "../results.md"
 DEFAULTS = "../defaults.md"
-ESNLI_BENCH = ("larev bench quality --task nli --train ../shared/data/esnli/dev.parquet --train-rows :8000 \\\n"
-               "    --test ../shared/data/esnli/dev.parquet --test-rows 8000: --metrics {metrics} --no-stress "
+# the data directory: LAREV_DATA, else ../shared/data where it exists (larev/data/location.py; docs/data.md)
+ESNLI_BENCH = ("larev bench quality --task nli --train $LAREV_DATA/esnli/dev.parquet --train-rows :8000 \\\n"
+               "    --test $LAREV_DATA/esnli/dev.parquet --test-rows 8000: --metrics {metrics} --no-stress "
                "--seeds 3 --out bench/{name}")
+DATA_COMMAND = ("larev data get esnli --only dev --out data  # e-SNLI from its authors' release; "
+                "then LAREV_DATA=data (docs/data.md)")
 
 
 @dataclass(frozen=True)
@@ -279,7 +282,8 @@ def _enable_flag(metrics: Sequence[Any], metric: Any) -> str:
 def _reproduce(metrics: Sequence[Any], metric: Any, name: str, text: CardText | None) -> list[str]:
     on = _enable_flag(metrics, metric)
     bench = ESNLI_BENCH.format(metrics=(text.bench_metrics if text and text.bench_metrics else name), name=name)
-    commands = [(f"larev run{on}", "the demo data (NLI): runs/demo-nli/"),
+    commands = [(DATA_COMMAND, ""),
+                (f"larev run{on}", "the demo data (NLI): runs/demo-nli/"),
                 (f"larev run{on} --task nli --train train.parquet --test test.jsonl --run-name mine", ""),
                 ("larev score --run runs/demo-nli --rationales my_model.jsonl --name my-model", "your rationales"),
                 ("larev show runs/demo-nli --report", "the scores, each with its signature"),

@@ -248,13 +248,37 @@ def protocol_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+#: the placeholder a protocol's data paths start with: the data directory (larev/data/location.py, LAREV_DATA)
+DATA_PLACEHOLDER = "${LAREV_DATA}"
+
+
+def with_data_dir(raw: Any) -> Any:
+    """`raw` (a protocol as read) with DATA_PLACEHOLDER in every task's data and human paths replaced by the data
+    directory: `LAREV_DATA`, else ../shared/data where it exists, else data/ (where `larev data get` writes)."""
+    from larev.data.location import data_dir
+
+    def expand(value: Any) -> Any:
+        return value.replace(DATA_PLACEHOLDER, str(data_dir())) if isinstance(value, str) else value
+
+    if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), dict):
+        return raw
+    for task in raw["tasks"].values():
+        if isinstance(task, dict):
+            if "data" in task:
+                task["data"] = expand(task["data"])
+            if isinstance(task.get("human"), list):
+                task["human"] = [expand(h) for h in task["human"]]
+    return raw
+
+
 def load_protocol(path: str | Path) -> Protocol:
-    """The protocol at `path`; ConfigError names the file and the field that does not fit."""
+    """The protocol at `path` (its data paths in the data directory: `with_data_dir`); ConfigError names the file
+    and the field that does not fit."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: no such protocol file (the repository's is protocols/validity.yaml)")
+        raise ConfigError(f"{path}: no such protocol file (the repository's are protocols/validity*.yaml)")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = with_data_dir(yaml.safe_load(path.read_text()))
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
     try:
