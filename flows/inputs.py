@@ -63,7 +63,7 @@ def score_inputs(params) -> None:
 
     store, examples = _run_examples(params.run_dir())
     if params.pack is not None:
-        from tasks.packs import check_pack_fits
+        from flows.packs import check_pack_fits
 
         check_pack_fits(params.pack, store.read_parquet(examples.key), params.rationales, params.column_map or None,
                         params.reading)

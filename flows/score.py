@@ -86,7 +86,7 @@ class ScoreParams(BaseModel):
         """The run directory the evaluators are read from: `run`, or the checked extraction of `pack`."""
         if self.run is not None:
             return self.run
-        from tasks.packs import unpack
+        from flows.packs import unpack
 
         return str(unpack(self.pack, expected_digest=self.pack_digest))
 

@@ -143,3 +143,14 @@ def test_the_checks_find_planted_faults():
         "bench-gpu-nowhere", "bench-quality", "indented-target", "install-minilm", "test-slow", "tilde-target"]
     assert local_links(PLANTED) == ["docs/methods.md", "docs/nowhere.md", "docs/missing.png"]
     assert broken_links(REPO / "README.md", PLANTED) == ["docs/nowhere.md", "docs/missing.png"]
+
+
+def test_no_doc_names_a_machines_folders():
+    """The docs show paths a user has (the repository's, `../shared`, `data/`), never a temporary folder or a home
+    directory of the machine a figure was measured on."""
+    import re
+
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
+    found = [f"{page.relative_to(REPO)}: {m.group(0)}" for page in pages
+             for m in re.finditer(r"(?<![\w.])/(tmp|root|home|work)/[^\s`)]*", page.read_text())]
+    assert not found, found

@@ -389,3 +389,48 @@ def test_the_checker_finds_a_part_of_the_core_in_no_layer(tmp_path):
     graph = project_imports(tmp_path, ("larev",))
     assert unplaced_core_parts(graph) == sorted([*before, "larev.loose", "larev.newpart"])
     assert not core_layer_violations(graph)  # an unplaced part is reported once, by unplaced_core_parts
+
+
+# ---- docs/architecture.md describes today's tree; tasks/ holds steps only --------------------------------------------
+
+#: the modules of tasks/ that define no step, and why
+TASKS_WITHOUT_STEPS = {
+    "tasks/__init__.py": "the package",
+    "tasks/metric.py": "the seam every metric module declares itself through (Metric, Run, resolved_params)",
+    "tasks/r_only.py": "r_only's Metric object: its steps are REV's training and score steps, run with its role",
+}
+
+
+def _diagram(page: str) -> str:
+    return page.split("```", 2)[1]
+
+
+def test_the_architecture_page_names_every_module_of_flows_tasks_and_storage():
+    """Every module of flows/, flows/cli/, tasks/, tasks/runtime/ and storage/ (and every part of larev/) is named
+    in docs/architecture.md's diagram, and the diagram names no module that is not there."""
+    import re
+
+    diagram = _diagram((REPO / "docs" / "architecture.md").read_text())
+    upper = diagram.split("larev/    ")[0]  # the blocks of flows/, tasks/ and storage/
+    named = set(re.findall(r"\b([a-z0-9_]+\.py)\b", upper))
+    actual = {p.name for folder in ("flows", "flows/cli", "tasks", "tasks/runtime", "storage")
+              for p in (REPO / folder).glob("*.py") if p.name != "__init__.py"}
+    assert named == actual, (f"docs/architecture.md's diagram: missing {sorted(actual - named)}, "
+                             f"gone {sorted(named - actual)}")
+    parts = {p.name for p in (REPO / "larev").iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert all(f"{part}/" in diagram for part in parts), sorted(p for p in parts if f"{p}/" not in diagram)
+
+
+def test_tasks_holds_steps_only():
+    """Each module of tasks/ (runtime/ aside: the step machinery) declares at least one step, or is a named
+    exception with its reason."""
+    import re
+
+    without = []
+    for path in sorted((REPO / "tasks").glob("*.py")):
+        relative = path.relative_to(REPO).as_posix()
+        source = path.read_text()
+        if not re.search(r"^@(larev_task|task)\(", source, flags=re.MULTILINE) and relative not in TASKS_WITHOUT_STEPS:
+            without.append(relative)
+    assert not without, f"modules of tasks/ with no step (move them, or name the exception): {without}"
+    assert all((REPO / name).is_file() for name in TASKS_WITHOUT_STEPS)

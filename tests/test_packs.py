@@ -110,7 +110,7 @@ def test_score_needs_a_run_or_a_pack_not_both(packed, capsys):
 def rebuilt(pack: Path, out: Path, edit) -> None:
     """A copy of the pack re-made whole: `edit(files: {name: bytes})` changes members, pack.json is recomputed (what
     someone who re-packs by hand would do)."""
-    from tasks.packs import files_digest
+    from flows.packs import files_digest
 
     with tarfile.open(pack) as src:
         files = {m.name: src.extractfile(m).read() for m in src.getmembers() if m.isfile()}

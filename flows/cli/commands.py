@@ -102,7 +102,7 @@ def leaderboard(args) -> int:
 
 
 def pack(args) -> int:
-    from tasks.packs import make_pack
+    from flows.packs import make_pack
 
     header = make_pack(args.run, args.out)
     size = Path(args.out).stat().st_size / 2**20
