@@ -373,6 +373,25 @@ def test_the_recommendation_says_ties_and_never_calls_a_tied_scorer_better():
     assert "then rora 0 of 2" in first and "control_erm_envs (a control) does better" in second
 
 
+def test_a_lead_the_paired_intervals_do_not_back_is_called_a_tie():
+    """larev meets 2 of 2 thresholds, rev 1 of 2: larev is recommended. Paired with rev it is better on 1 criterion
+    and worse on none: separated. With the paired intervals over 0 everywhere (better on none), the same counts are
+    a tie, and the line says so."""
+    from larev.validity.report import recommendation_lines
+
+    met, unmet = ({"value": 0.6, "low": 0.55, "high": 0.65, "met": flag} for flag in (True, False))
+    results = {"level": 0.95, "scorers": {"larev": {"a": met, "b": met}, "rev": {"a": met, "b": unmet}},
+               "pairs": {"larev": {"rev": {"better": ["b"], "worse": [], "criteria": 2}}}}
+    lines = recommendation_lines(results)
+    assert "recommends **larev**" in lines[1]
+    assert lines[2] == ("- Paired with each metric after it (the same seeds and instances; criteria where the 95 % "
+                        "interval of the difference excludes 0): rev: better on 1, worse on 0 of 2.")
+    results["pairs"]["larev"]["rev"]["better"] = []
+    assert "**Not separated from rev**" in recommendation_lines(results)[2] and "tie" in recommendation_lines(results)[2]
+    del results["pairs"]
+    assert len(recommendation_lines(results)) == 2  # results from before the pairs: no line
+
+
 def test_a_metric_gains_nothing_by_training_on_the_texts_that_would_judge_it():
     """rq is not judged on b (it trains on that kind): on every judged criterion it leads (1 of 1 against 1 of 2),
     on the criteria both are judged on the two tie, and the recommendation reads the common criteria."""

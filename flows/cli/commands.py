@@ -422,6 +422,8 @@ def bench_speed(args) -> int:
     figures |= speed.measure_backbone_step()
     print("a training step on minilm-frozen (cold and warm encoder cache) vs the embedded model ...", flush=True)
     figures |= speed.measure_frozen_step()
+    print("a training step on minilm-reader (1 and 2 trained layers) vs the embedded model ...", flush=True)
+    figures |= speed.measure_reader_step()
     if not args.skip_demo:
         with tempfile.TemporaryDirectory() as tmp:
             # as `make demo` runs it: on the local background server (started once, then reused)

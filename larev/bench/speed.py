@@ -21,6 +21,11 @@ weights are freshly initialised (speed does not depend on what the weights learn
                           (what a run builds: the labels' tokens); beside it the same step with an output vocabulary
                           of CoS-E's size and with the full one, and the one-time cost of filling the cache per
                           input.                                                                 target <= 2
+  reader_step_vs_embedded_step
+                          the same for minilm-reader (its top `trained_layers` encoder layers trained over the cached
+                          lower ones), 1 and 2 trained layers, on the same rows with a warm cache; beside it the
+                          share of its step the decoder and adapter take (minilm-frozen's step, every encoder layer
+                          frozen, over the reader's): what an encoder-only label head could save at most.
 
 The demo figures (demo_cold_seconds, demo_rerun_seconds, cached_rerun_vs_cold, demo_peak_rss_gib) and the e-SNLI
 seed minutes come from `larev bench speed` itself (flows/cli/commands.py): `larev run` in child processes, and the
@@ -273,6 +278,41 @@ def measure_frozen_step(n_rows: int = 256, batch_size: int = 32) -> dict:
             "frozen_full_vocab_step_vs_embedded_step": steps["frozen_full_vocab"] / embedded,
             "frozen_encode_ms_per_input": 1000 * filling / len(ids),
             "frozen_cached_read_ms_per_input": 1000 * reading / len(ids)}
+
+
+def measure_reader_step(n_rows: int = 256, batch_size: int = 32) -> dict:
+    """minilm-reader's training step against the embedded model's, with 1 and 2 trained layers, and the share of
+    its step above the encoder (minilm-frozen's step over the reader's: the decoder and the adapter), each the
+    fastest of 3 epochs after a warm-up epoch (the encoder cache warm). Empty when the minilm package is not
+    installed."""
+    import os
+    import tempfile
+    from unittest import mock
+
+    from larev.errors import ConfigError
+    from larev.models import frozen
+    from larev.models.pretrained import checkpoint_dir
+
+    try:
+        checkpoint_dir("minilm-reader")
+    except ConfigError as exc:
+        log.warning("minilm-reader step cost not measured: %s", exc)
+        return {}
+    inputs, _, labels = demo_inputs(n_rows)
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {frozen.CACHE_ENV: tmp}):
+        vocabulary = frozen.output_vocabulary(new_evaluator(ModelConfig(backbone="minilm-frozen"), seed=2).tokenizer,
+                                              sorted(set(labels)))
+
+        def step(config: ModelConfig) -> float:
+            return erm_step_seconds(new_evaluator(config, seed=2, output_vocabulary=vocabulary), inputs, labels,
+                                    batch_size, repeats=3)
+
+        reader = {k: step(ModelConfig(backbone="minilm-reader", trained_layers=k)) for k in (1, 2)}
+        frozen_step = step(ModelConfig(backbone="minilm-frozen"))
+        embedded = erm_step_seconds(embedded_model(inputs, seed=2), inputs, labels, batch_size, repeats=3)
+    return {"reader_step_seconds": reader[2], "reader_step_vs_embedded_step": reader[2] / embedded,
+            "reader1_step_vs_embedded_step": reader[1] / embedded,
+            "reader_decoder_share": frozen_step / reader[2]}
 
 
 # name -> (target, "min" when the figure must be at least the target, "max" when at most)

@@ -304,7 +304,8 @@ def evaluate(protocol: Protocol, task: str, per_seed: dict[int, SeedScores], ann
             for name in scores.test["metric"].unique().to_list():
                 seeds_of.setdefault(name, []).append(seed)
         extra["decisions"] = decisions(c, task, seeds_of)
-    return {"scorers": scorers, "best": best_by_criterion(c), "versus": versus(c), "n": n, **extra,
+    return {"scorers": scorers, "best": best_by_criterion(c), "versus": versus(c), "pairs": metric_pairs(c),
+            "n": n, **extra,
             "gold_sd": {m: v for m, v in gold_sd.items() if v is not None},
             "context": {k: v for k, v in c.context.items() if v}}
 
@@ -373,6 +374,30 @@ def versus(c: _Collector) -> dict[str, dict]:
         for other in REFERENCES:
             if mine in c.cells and other in c.cells and (pairs := paired_versus(c, mine, other)):
                 out.setdefault(mine, {})[other] = pairs
+    return out
+
+
+#: the scorers the recommendation chooses among: the metrics and the candidates and arms of the protocol's runs
+def _is_metric(name: str) -> bool:
+    return name.split("@")[0] in LAREV_DEFINITIONS + ("rev", "r_only", "rora", "rq", "las")
+
+
+def metric_pairs(c: _Collector) -> dict[str, dict[str, dict]]:
+    """Every ordered pair of metrics (candidates and arms included) read against each other, paired over the same
+    draws: {a: {b: {"better", "worse", "criteria"}}}, the criteria both are judged on that rank scorers where the
+    interval of a - b lies above 0 (better) or below 0 (worse). A lead in thresholds met that these do not back is
+    not a separation (larev/validity/report.py `recommendation_lines`)."""
+    names = [m for m in c.cells if _is_metric(m)]
+    out: dict[str, dict[str, dict]] = {}
+    for a in names:
+        for b in names:
+            if a == b:
+                continue
+            pairs = paired_versus(c, a, b)
+            out.setdefault(a, {})[b] = {
+                "better": sorted(k for k, v in pairs.items() if v["low"] is not None and v["low"] > 0),
+                "worse": sorted(k for k, v in pairs.items() if v["high"] is not None and v["high"] < 0),
+                "criteria": len(pairs)}
     return out
 
 

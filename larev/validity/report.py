@@ -224,11 +224,32 @@ def recommendation_lines(results: dict) -> list[str]:
                          + (f", tied with {', '.join(tied)} (the first in the table's order is named)" if tied else "")
                          + "." + (f" {', '.join(f'{m} ({kind_of(m)})' for m in better)} does better." if better
                                   else ""))
+            lines += separation_lines(results, best, [m for _, _, _, m in metrics[1:]])
     for m, (met, judged, cells) in counts.items():
         if cells < widest and judged:
             lines.append(f"- {m} ({kind_of(m)}) has figures on {cells} criteria only (it exists for some texts "
                          f"only): it meets {met} of {judged}.")
     return lines
+
+
+def separation_lines(results: dict, best: str, others: list[str]) -> list[str]:
+    """Whether the recommended metric is separated from the metrics after it: paired over the same draws
+    (results.json's "pairs"), on how many criteria its interval lies above theirs and on how many below. A lead in
+    thresholds met that the paired intervals do not back (better on no more criteria than worse) is a tie: one
+    resample could flip the count."""
+    pairs = (results.get("pairs") or {}).get(best) or {}
+    found = [(m, pairs[m]) for m in others if m in pairs]
+    if not found:
+        return []
+    ties = [m for m, p in found if len(p["better"]) <= len(p["worse"])]
+    parts = [f"{m}: better on {len(p['better'])}, worse on {len(p['worse'])} of {p['criteria']}" for m, p in found]
+    line = (f"- Paired with each metric after it (the same seeds and instances; criteria where the "
+            f"{round(100 * results.get('level', 0.95))} % interval of the difference excludes 0): " + "; ".join(parts)
+            + ".")
+    if ties:
+        line += (f" **Not separated from {', '.join(ties)}**: its lead in thresholds met is not backed by paired "
+                 "differences, so read it as a tie.")
+    return [line]
 
 
 def results_markdown(results: dict, beside: dict | None = None) -> str:
