@@ -251,3 +251,42 @@ def test_a_command_on_a_temporary_server_leaves_nothing_under_prefect_home(tmp_p
     assert (tmp_path / "runs" / "throwaway" / "run.json").is_file()  # the flow ran on the temporary server
     assert not [p for p in (home / ".prefect").rglob("*")]  # Prefect makes the folder at import; nothing in it
     assert not list(tmp.glob("larev-prefect-*"))  # the throwaway home is gone with the command
+
+
+def test_the_parsers_snapshot_is_kept_per_source_and_is_what_the_models_give(tmp_path, monkeypatch):
+    """The parser's snapshot is made from the models and the registry the first time a source is seen, then read
+    back; another source (a changed module) is another snapshot."""
+    from flows.cli import parser
+
+    monkeypatch.setenv(parser.CACHE_ENV, str(tmp_path))
+    parser.snapshot.cache_clear()
+    made = parser.snapshot()
+    assert made == json.loads(json.dumps(parser.live_snapshot()))
+    (kept,) = tmp_path.glob("cli-options-*.json")
+    assert kept.name == f"cli-options-{parser.source_digest()[:16]}.json"
+    kept.write_text(json.dumps({**made, "metric_names": ["planted"]}))
+    parser.snapshot.cache_clear()
+    assert parser.snapshot()["metric_names"] == ["planted"]  # read back, not made again
+    monkeypatch.setattr(parser, "source_digest", lambda: "f" * 64)
+    parser.snapshot.cache_clear()
+    assert parser.snapshot()["metric_names"] == made["metric_names"]  # a new source: made anew
+    parser.snapshot.cache_clear()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["run", "--bogus"], ["bench", "quality", "--seeds"]])
+def test_help_and_a_bad_option_answer_before_torch_or_prefect_is_imported(argv):
+    """The parser is built from its snapshot: once the source's snapshot is kept, help and an argument error end
+    the command before any heavy import (what made them take several seconds)."""
+    import subprocess
+    import sys
+
+    from flows.cli.parser import snapshot
+
+    snapshot()  # kept for this source (the first call after a change makes it)
+    code = ("import sys\nfrom flows.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as exc:\n"
+            "    print('exit', exc.code)\nprint('heavy', sorted(m for m in ('torch', 'prefect', 'transformers') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert "heavy []" in done.stdout, done.stdout[-500:] + done.stderr[-500:]
+    assert ("exit 0" if argv[-1] == "--help" else "exit 2") in done.stdout

@@ -106,15 +106,18 @@ def _json_object(flag: str) -> Callable[[str], dict]:
 # ------------------------------------------------------------------------------------------------ the parser
 
 
-def add_options(parser: argparse.ArgumentParser, command: Command) -> None:
-    """The command's generated options, plus --params, --set and --print-params."""
+def option_specs(command: Command) -> list[dict]:
+    """The arguments `add_options` gives `command`, as JSON (the snapshot the parser is built from: `SNAPSHOT`): per
+    option its flag, destination and help, and a switch's constant or a value's kind (int, float, str, list, json),
+    choices and metavar, all read from the command's parameter model."""
+    specs = []
     for option in command.options:
         spec = field_at(command.model, option.path, origin=option.flag)
         dest = _DEST + option.path
         if option.const is not UNSET:
             text = option.help or spec.description or ""
-            parser.add_argument(option.flag, dest=dest, action="store_const", const=option.const,
-                                default=argparse.SUPPRESS, help=f"{text} (sets {option.path})".strip())
+            specs.append({"flag": option.flag, "dest": dest, "const": option.const,
+                          "help": f"{text} (sets {option.path})".strip()})
             continue
         kind, choices, metavar = _converter(spec.annotation, option.flag)
         if kind is None:
@@ -122,9 +125,27 @@ def add_options(parser: argparse.ArgumentParser, command: Command) -> None:
         shown = option.default or (None if spec.default is PydanticUndefined else _shown(spec.default))
         default = f"; default {shown}" if shown else ""
         text = (option.help or spec.description or "").replace("%", "%%")
-        metavar = metavar or (None if choices else option.path.rsplit(".", 1)[-1].upper())
-        parser.add_argument(option.flag, dest=dest, type=kind, choices=choices, metavar=metavar,
-                            default=argparse.SUPPRESS, help=f"{text} ({option.path}{default})".lstrip())
+        kind_name = {_comma_list: "list"}.get(kind) or getattr(kind, "__name__", "")
+        specs.append({"flag": option.flag, "dest": dest,
+                      "kind": "json" if kind_name.startswith("JSON") else kind_name, "choices": choices,
+                      "metavar": metavar or (None if choices else option.path.rsplit(".", 1)[-1].upper()),
+                      "help": f"{text} ({option.path}{default})".lstrip()})
+    return specs
+
+
+_KINDS: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str, "list": _comma_list}
+
+
+def add_options(parser: argparse.ArgumentParser, specs: list[dict]) -> None:
+    """A command's options from their specs (`option_specs`), plus --params, --set and --print-params."""
+    for spec in specs:
+        if "const" in spec:
+            parser.add_argument(spec["flag"], dest=spec["dest"], action="store_const", const=spec["const"],
+                                default=argparse.SUPPRESS, help=spec["help"])
+            continue
+        kind = _json_object(spec["flag"]) if spec["kind"] == "json" else _KINDS[spec["kind"]]
+        parser.add_argument(spec["flag"], dest=spec["dest"], type=kind, choices=spec["choices"],
+                            metavar=spec["metavar"], default=argparse.SUPPRESS, help=spec["help"])
     parser.add_argument("--params", metavar="FILE", default=None,
                         help="a YAML or JSON file of parameters (the Prefect UI form's shape); options and --set win")
     parser.add_argument("--set", metavar="PATH=VALUE", dest="set_values", action="append", default=[],

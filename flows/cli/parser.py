@@ -4,14 +4,24 @@ To expose another parameter as an option, add one `Option(flag, path)` line to a
 and help come from the field. A metric's own switches are not listed here: they are its `cli_options`
 (tasks/metric.py), read from the registry (flows/metrics.py). Every parameter is reachable without a line here
 through `--set PATH=VALUE` or a `--params` file.
+
+The parser is built from a snapshot of those options (each command's option specs and the registry's metric
+names), so that `larev --help` and a bad option answer before torch, Prefect or the parameter models are imported;
+the models validate the parameters once the arguments parse. The snapshot is made from the models the first time
+the project's source is seen and kept in the user's cache, named by a digest of that source
+(`$LAREV_CACHE_DIR`, else `$XDG_CACHE_HOME/larev` or `~/.cache/larev`): a changed source (a new metric, a new
+option) is a new snapshot, so it is never stale.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from functools import cache
+from pathlib import Path
 
-from flows.cli.options import Command, Option, _comma_list, add_options
+from flows.cli.options import Command, Option, _comma_list, add_options, option_specs
 from flows.settings import UNSET, Assignment, given
 
 SCALE_OUT = [
@@ -179,9 +189,65 @@ def _seed_deployment_option(p: argparse.ArgumentParser) -> None:
                         "store); default: the seeds one after another, here")
 
 
+CACHE_ENV = "LAREV_CACHE_DIR"
+
+
+#: the project's packages whose source the options are made from
+SOURCE_PACKAGES = ("larev", "tasks", "flows", "storage")
+
+
+def source_digest() -> str:
+    """sha256 over the project's Python sources (path and bytes of every module of SOURCE_PACKAGES)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for package in SOURCE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def snapshot_path(digest: str) -> Path:
+    """Where the snapshot of the source with `digest` is kept (module docstring)."""
+    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "larev"
+    return Path(root) / f"cli-options-{digest[:16]}.json"
+
+
+@cache
+def snapshot() -> dict:
+    """{"commands": {key: option specs}, "metric_names": [...], "source": digest}: the kept one of today's source,
+    else made now from the models and kept (a cache that cannot be written costs only the next call's speed)."""
+    digest = source_digest()
+    path = snapshot_path(digest)
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("source") == digest:
+            return saved
+    except (OSError, ValueError):
+        pass
+    made = live_snapshot()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(made, sort_keys=True), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
+    return made
+
+
+def live_snapshot() -> dict:
+    """The snapshot as the parameter models and the registry give it now (imports them)."""
+    from flows.metrics import METRICS
+
+    return {"commands": {key: option_specs(command) for key, command in commands().items()},
+            "metric_names": [name for m in METRICS for name in m.names()], "source": source_digest()}
+
+
 def _config_command(sub, name: str, key: str, **kwargs) -> argparse.ArgumentParser:
     p = sub.add_parser(name, **kwargs)
-    add_options(p, commands()[key])
+    add_options(p, snapshot()["commands"][key])
     p.set_defaults(params_command=key)
     return p
 
@@ -193,10 +259,9 @@ def metric_options(metrics) -> list[Option]:
 
 
 def metric_names() -> list[str]:
-    """What `--metrics` accepts: the score names of every registered metric (flows/metrics.py), in order."""
-    from flows.metrics import METRICS
-
-    return [name for m in METRICS for name in m.names()]
+    """What `--metrics` accepts: the score names of every registered metric (flows/metrics.py), in order, as the
+    snapshot holds them."""
+    return list(snapshot()["metric_names"])
 
 
 def _metric_list(text: str) -> list[str]:
