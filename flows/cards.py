@@ -30,3 +30,22 @@ def metric_card(name: str, docs: str | Path = DOCS) -> str:
     from larev.cards.render import metric_card as card
 
     return card(registry(docs), name)
+
+
+#: the pages whose figures are marked with the result they come from (larev/cards/figures.py)
+FIGURE_PAGES = ("README.md", "docs/results.md", "docs/validity.md")
+
+
+def write_figures(root: str | Path = ".", docs: str | Path = DOCS) -> list[str]:
+    """Rewrite every marked figure of FIGURE_PAGES (under `root`) from its committed result; the pages changed."""
+    from larev.cards.figures import render_marked
+
+    changed = []
+    for name in FIGURE_PAGES:
+        path = Path(root) / name
+        text = path.read_text(encoding="utf-8")
+        rendered = render_marked(text, Path(root) / docs)
+        if rendered != text:
+            path.write_text(rendered, encoding="utf-8")
+            changed.append(name)
+    return changed

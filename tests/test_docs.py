@@ -154,3 +154,20 @@ def test_no_doc_names_a_machines_folders():
     found = [f"{page.relative_to(REPO)}: {m.group(0)}" for page in pages
              for m in re.finditer(r"(?<![\w.])/(tmp|root|home|work)/[^\s`)]*", page.read_text())]
     assert not found, found
+
+
+def test_every_marked_figure_is_its_committed_results(tmp_path):
+    """README.md, docs/results.md and docs/validity.md keep their figures between markers naming the result each
+    comes from: each shows what its result gives (`larev show --write-figures` rewrites them), and a wrong figure
+    planted in a copy is found."""
+    from flows.cards import FIGURE_PAGES
+    from larev.cards.figures import MARKED, stale_marked
+
+    stale = {name: found for name in FIGURE_PAGES if (found := stale_marked((REPO / name).read_text(), REPO / "docs"))}
+    assert not stale, f"figures that are not their results' (larev show --write-figures): {stale}"
+    page = (REPO / "docs" / "results.md").read_text()
+    marked = list(MARKED.finditer(page))
+    assert marked, "docs/results.md marks the figures it quotes"
+    first = marked[0]
+    planted = page[:first.start(2)] + "0.999" + page[first.end(2):]
+    assert [spec for spec, _, _ in stale_marked(planted, REPO / "docs")] == [first.group(1)]

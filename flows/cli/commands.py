@@ -174,6 +174,13 @@ def rescore(args) -> int:
 def show(args) -> int:
     from larev.errors import ConfigError
 
+    if getattr(args, "write_figures", False):
+        from flows.cards import write_figures
+
+        changed = write_figures()
+        print(f"rewrote the figures of {', '.join(changed)}" if changed else "every marked figure was up to date")
+        if args.metric is None and args.write_cards is None:
+            return 0
     if args.metric is not None or args.write_cards is not None:
         from flows.cards import metric_card, write_cards
 

@@ -9,6 +9,14 @@ and `.`); after `|` the format: a Python format spec (`.2f`, `.3f`, `+.3f`, `d`)
 larev/validity/report.py writes it: value [low, high] and its mark), `interval` ([low, high]) or nothing (the value
 as it is). `typed_figures` finds the numbers a prose text types itself (outside placeholders, code spans and
 equation, table and section numbers): tests/test_cards.py keeps them out of the card texts.
+
+A page people read as it is (README.md, docs/results.md) keeps its figures in place between markers that name
+where each comes from, invisible once rendered:
+
+    <!--fig validity/nli-report.json>scorers>larev>acceptability_auroc/snli_acceptability|cell-->0.598 [...]<!--/fig-->
+
+`render_marked` rewrites every marked figure from its result (`larev show --write-figures`), `stale_marked` lists
+the ones that differ: tests/test_docs.py fails on any, so a figure typed over or left behind by new results shows.
 """
 
 from __future__ import annotations
@@ -73,6 +81,20 @@ def _render(docs: Path, match: re.Match) -> str:
 def render_figures(text: str, docs: Path) -> str:
     """`text` with every placeholder replaced by its figure read from the results under `docs`."""
     return PLACEHOLDER.sub(lambda m: _render(docs, m), text)
+
+
+MARKED = re.compile(r"<!--fig ([^>]*?(?:>[^>]*?)*?)-->(.*?)<!--/fig-->", re.DOTALL)
+
+
+def render_marked(text: str, docs: Path) -> str:
+    """`text` with the figure between each pair of markers rewritten from the result the marker names."""
+    return MARKED.sub(lambda m: f"<!--fig {m.group(1)}-->{figure(docs, m.group(1))}<!--/fig-->", text)
+
+
+def stale_marked(text: str, docs: Path) -> list[tuple[str, str, str]]:
+    """(the marker's spec, the figure shown, the figure its result gives) of every marked figure that differs."""
+    return [(m.group(1), m.group(2), expected) for m in MARKED.finditer(text)
+            if (expected := figure(docs, m.group(1))) != m.group(2)]
 
 
 def placeholders(text: str) -> list[str]:
