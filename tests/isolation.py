@@ -105,14 +105,9 @@ def _ends_with_us(proc) -> bool:
 def stop_prefect_servers() -> None:
     """Stop the temporary Prefect servers this process started (the harness's, `--server temporary`): they would
     stop at interpreter exit, after the check."""
-    module = sys.modules.get("prefect.server.api.server")
-    if module is None:
-        return
-    for server in list(getattr(module.SubprocessASGIServer, "_instances", {}).values()):
-        try:
-            server.stop()
-        except Exception:  # noqa: BLE001 - the check below reports whatever is left
-            pass
+    from flows.server import stop_temporary_servers
+
+    stop_temporary_servers()
 
 
 def leftover_processes(session: Session) -> list:
