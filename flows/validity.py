@@ -280,12 +280,13 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
     screened_out = sorted(set(protocol.candidate_runs(params.task)) - set(candidates)) if params.candidates else []
     candidates += [name for name, (metric, _) in protocol.arm_runs(params.task).items() if metric in metrics]
     benchmark = f"validity-{params.task}-{params.split}"
-    results, remote = run_seeds([SeedParams(benchmark=benchmark, seed=seed,
-                                            runs=seed_runs(protocol, params, seed, rows, candidates),
-                                            rationales=rationales, human=halves, device=params.device,
-                                            progress=params.progress) for seed in seeds], params.seed_deployment)
+    seed_results, remote = run_seeds([SeedParams(benchmark=benchmark, seed=seed,
+                                                 runs=seed_runs(protocol, params, seed, rows, candidates),
+                                                 rationales=rationales, human=halves, device=params.device,
+                                                 progress=params.progress) for seed in seeds],
+                                     params.seed_deployment)
     per_seed: dict[int, dict] = {}
-    runs_of = {seed: results[seed]["runs"] for seed in seeds}
+    runs_of = {seed: seed_results[seed]["runs"] for seed in seeds}
     for seed in seeds:
         runs = runs_of[seed]
         for label, run in runs.items():
@@ -294,14 +295,14 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
                 seconds[f"{name}-{part}"] = value
         if seed in remote:
             seconds[f"seed-{seed}-work-pool"] = remote[seed]
-        per_seed[seed] = seed_scores(protocol, params, store, results[seed])
+        per_seed[seed] = seed_scores(protocol, params, store, seed_results[seed])
         seed_dir = out / f"seed-{seed}"
         seed_dir.mkdir(exist_ok=True)
         per_seed[seed]["test"].write_parquet(seed_dir / "scores.parquet")
         for name, frame in per_seed[seed]["human"].items():
             frame.write_parquet(seed_dir / f"human-{name}.parquet")
     # the rationales the first seed's run scored (their length is a baseline scorer)
-    first = results[seeds[0]]["runs"][""]
+    first = runs_of[seeds[0]][""]
     texts = store.read_parquet(ArtifactRef.model_validate(first["rationales"]).key).select("id", "source",
                                                                                           "rationale")
     from larev.validity.evidence import SeedScores, evaluate
@@ -327,6 +328,6 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
     results = write_results(out, results, beside)
     print(f"validity results in {out}: results.json, results.md, results.png", flush=True)
     # every step the benchmark ran or read from cache: its own, then each seed's (flows/benchmark.py)
-    records = [asdict(r) for r in [*steps.records, *generating_steps]] + [record for seed in seeds for run in runs_of[seed].values()
-                                                    for record in run["steps"]]
+    records = [asdict(r) for r in [*steps.records, *generating_steps]]
+    records += [record for seed in seeds for run in runs_of[seed].values() for record in run["steps"]]
     return {"out": str(out), "results": results, "steps": records}

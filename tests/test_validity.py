@@ -387,7 +387,8 @@ def test_a_lead_the_paired_intervals_do_not_back_is_called_a_tie():
     assert lines[2] == ("- Paired with each metric after it (the same seeds and instances; criteria where the 95 % "
                         "interval of the difference excludes 0): rev: better on 1, worse on 0 of 2.")
     results["pairs"]["larev"]["rev"]["better"] = []
-    assert "**Not separated from rev**" in recommendation_lines(results)[2] and "tie" in recommendation_lines(results)[2]
+    separation = recommendation_lines(results)[2]
+    assert "**Not separated from rev**" in separation and "tie" in separation
     del results["pairs"]
     assert len(recommendation_lines(results)) == 2  # results from before the pairs: no line
 

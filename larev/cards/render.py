@@ -230,8 +230,8 @@ def _signature(reg: Registry, metric: Any, name: str) -> list[str]:
               "sha256, not their paths)"
               + (f" and {', '.join(code(s) for s in own)} (`signature_sections()`)" if own else
                  ", and no section of the metric's own")
-              + f". Fields named {', '.join(code(f) for f in reg.placement_fields)} are left out: they say where a step "
-              "runs, not what it computes."]
+              + f". Fields named {', '.join(code(f) for f in reg.placement_fields)} are left out: they say where a "
+              "step runs, not what it computes."]
     return lines
 
 

@@ -265,8 +265,9 @@ def results_markdown(results: dict, beside: dict | None = None) -> str:
              ""]
     earlier = results.get("earlier_readings")
     if earlier:
-        lines += [f"**Earlier readings of this split** under this protocol (protocols/ledger.jsonl): {earlier['ended']} "
-                  f"ended, {earlier['failed']} failed, {earlier['unfinished']} began and never ended.",
+        lines += [f"**Earlier readings of this split** under this protocol (protocols/ledger.jsonl): "
+                  f"{earlier['ended']} ended, {earlier['failed']} failed, {earlier['unfinished']} began and never "
+                  "ended.",
                   "", *(f"- {line}" for line in earlier["lines"]), ""] if earlier["lines"] else \
                  ["**Earlier readings of this split** under this protocol: none.", ""]
     if results.get("partial"):
