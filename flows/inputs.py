@@ -131,3 +131,9 @@ def validity_inputs(params) -> None:
                           f"({sorted(protocol.candidate_runs(params.task))})")
     if params.beside:
         read_beside(params.beside, protocol_digest(params.protocol), params.task, params.split)
+    elif params.split == "report" and protocol.candidate_runs(params.task):
+        from larev.errors import ConfigError
+
+        raise ConfigError(f"{params.protocol} decides defaults in runs of their own on {params.task} "
+                          f"({', '.join(protocol.candidate_runs(params.task))}): the report split reads them as the "
+                          "tune split decided, so give the tune run's results.json with --beside")

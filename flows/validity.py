@@ -127,28 +127,48 @@ def _as_candidate(scores, metric: str, candidate: str):
     return scores.filter(pl.col("metric") == metric).with_columns(metric=pl.lit(candidate))
 
 
-def seed_runs(protocol: Protocol, params: ValidityParams, seed: int, rows: str, candidates: list[str]) -> list:
+def decided_runs(protocol: Protocol, task: str, beside: dict | None) -> dict[str, str]:
+    """The report split's decided defaults: {metric: the candidate its tune decision chose}, for each metric whose
+    tune run (`beside`) chose a candidate scored in a run of its own (METRIC@LABEL). The report split reads such a
+    metric with that candidate's settings, in a run of its own under the metric's own name."""
+    runs = protocol.candidate_runs(task)
+    return {metric: decision["chosen"] for metric, decision in ((beside or {}).get("decisions") or {}).items()
+            if decision.get("chosen") in runs}
+
+
+def seed_runs(protocol: Protocol, params: ValidityParams, seed: int, rows: str, candidates: list[str],
+              decided: dict[str, str] | None = None) -> list:
     """The seed's pipeline runs: the protocol's, then each of `candidates` (decision candidates and arms,
-    METRIC@LABEL, each its own run)."""
+    METRIC@LABEL, each its own run), then each decided metric's run (`decided_runs`, labelled by the metric)."""
     from flows.benchmark import SeedRun
 
-    return [SeedRun(label=candidate or "", pipeline=pipeline_params(protocol, params, seed, rows, candidate))
+    runs = [SeedRun(label=candidate or "", pipeline=pipeline_params(protocol, params, seed, rows, candidate))
             for candidate in [None, *candidates]]
+    return runs + [SeedRun(label=metric, pipeline=pipeline_params(protocol, params, seed, rows, chosen))
+                   for metric, chosen in (decided or {}).items()]
 
 
 def seed_scores(protocol: Protocol, params: ValidityParams, store: ArtifactStore, result: dict) -> dict:
     """One seed's `benchmark_seed` result as the evidence reads it: {"test", "human": {file: scores},
     "signatures"} (scores: metric, id, source, score); a candidate run's are its metric's, under the candidate's
-    name."""
+    name; a decided metric's run (labelled by the metric) replaces the protocol's run's rows of that metric."""
     columns = ("metric", "id", "source", "score")
     tests, humans, signatures = [], {}, {}
+    decided = [label for label in result["runs"] if label in protocol.scorers.metrics]
     for label, run in result["runs"].items():
         test = store.read_parquet(ArtifactRef.model_validate(run["scores"]).key)
         human = {name.removesuffix(f"-{params.split}"): pl.concat(
                      [store.read_parquet(ArtifactRef.model_validate(t).key) for t in tables], how="diagonal_relaxed")
                  for name, tables in run["human"].items()}
         run_signatures = run["signatures"]
-        if label:  # a candidate's run: its metric's scores, under the candidate's name
+        if not label and decided:  # the protocol's run: a decided metric's rows come from its own run
+            test = test.filter(~pl.col("metric").is_in(decided))
+            human = {name: frame.filter(~pl.col("metric").is_in(decided)) for name, frame in human.items()}
+            run_signatures = {k: v for k, v in run_signatures.items() if k not in decided}
+        elif label in decided:  # a decided metric's run: its own scores under its own name
+            test, human = _as_candidate(test, label, label), _as_candidate(human, label, label)
+            run_signatures = {label: run_signatures[label]} if label in run_signatures else {}
+        elif label:  # a candidate's run: its metric's scores, under the candidate's name
             metric = own_runs(protocol, params.task)[label][0]
             test, human = _as_candidate(test, metric, label), _as_candidate(human, metric, label)
             run_signatures = {label: run_signatures[metric]} if metric in run_signatures else {}
@@ -279,9 +299,15 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
                   ] if params.split == "tune" else []
     screened_out = sorted(set(protocol.candidate_runs(params.task)) - set(candidates)) if params.candidates else []
     candidates += [name for name, (metric, _) in protocol.arm_runs(params.task).items() if metric in metrics]
+    decided = {m: c for m, c in decided_runs(protocol, params.task, beside).items() if m in metrics} \
+        if params.split == "report" else {}
+    if decided:
+        print("the report split reads with the tune split's decisions: "
+              + ", ".join(f"{m} as {c}" for m, c in decided.items()), flush=True)
     benchmark = f"validity-{params.task}-{params.split}"
     seed_results, remote = run_seeds([SeedParams(benchmark=benchmark, seed=seed,
-                                                 runs=seed_runs(protocol, params, seed, rows, candidates),
+                                                 runs=seed_runs(protocol, params, seed, rows, candidates,
+                                                                decided),
                                                  rationales=rationales, human=halves, device=params.device,
                                                  progress=params.progress) for seed in seeds],
                                      params.seed_deployment)
@@ -310,7 +336,12 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
 
     started = time.perf_counter()
     per_seed = {seed: SeedScores(**scores) for seed, scores in per_seed.items()}
-    results = evaluate(protocol, params.task, per_seed, annotations, texts=texts, decide=params.split == "tune")
+    judged = protocol
+    if decided:  # a decided metric trains on what its candidate trains on: those cells are not its evidence either
+        trained = {**protocol.trained_on, **{m: sorted(set(protocol.trained_on_kinds(m)) |
+                                                       set(protocol.trained_on_kinds(c))) for m, c in decided.items()}}
+        judged = protocol.model_copy(update={"trained_on": trained})
+    results = evaluate(judged, params.task, per_seed, annotations, texts=texts, decide=params.split == "tune")
     seconds["evidence"] = time.perf_counter() - started
     skipped = store.read_json(perturbed["skipped"].key)
     partial = is_partial(protocol, params)
@@ -319,7 +350,7 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
                "backbone": protocol.backbone, "test_rows": rows,
                "partial": partial, "overrides": params.overrides, "commit": commit,
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "perturbations_skipped": skipped, "screened_out": screened_out,
+               "perturbations_skipped": skipped, "screened_out": screened_out, "decided": decided,
                "signatures": {str(seed): scores.signatures for seed, scores in per_seed.items()},
                "seconds": {k: round(v, 1) for k, v in seconds.items()},
                **({"earlier_readings": {status: earlier.count(status) for status in ("ended", "failed", "unfinished")}

@@ -108,7 +108,7 @@ def report_run(tmp_path_factory, prefect_harness):
     tune.write_text(json.dumps({"protocol": digest, "task": "nli",
                                 "split": "tune", "commit": "abc1234", "seeds": [0, 1],
                                 "scorers": {"rev": {"acceptability_auroc/tiny_acceptability": TUNE_AUROC}},
-                                "best": {}}))
+                                "best": {}, "decisions": {"larev": {"chosen": "larev@mm"}}}))
     return root, *_tiny_run(root, "report", beside=tune)
 
 
@@ -178,6 +178,10 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
     assert results["protocol"] == protocol_digest(protocol) and results["split"] == "report"
     assert results["seeds"] == [0, 1] and results["partial"] is True  # two metrics of seven, settings overridden
     trained = {"rev", "larev", "larev_no_irm", "larev_no_probe", "control_erm_envs", "control_phi", "larev@irm-arm"}
+    # the tune run chose larev@mm: larev is read with its settings, in a run of its own, and judged as it trains
+    assert results["decided"] == {"larev": "larev@mm"}
+    assert results["scorers"]["larev"]["variant_order/borrowed"]["trained_on"] is True
+    assert results["signatures"]["0"]["larev"] != results["signatures"]["0"]["larev_no_irm"]
     assert trained | {"length", "gpt3_nll"} == set(results["scorers"])
     built = [k for k, n in results["perturbations_skipped"].items() if n < 20]
     assert "explanation_2" in built and "explanation_3" not in built  # the file has no third explanation
@@ -217,8 +221,8 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
     rev = next(line for line in beside.splitlines() if line.startswith("| rev |"))
     assert "0.900 [0.800, 0.950] ✓" in rev
     assert cell_text(results["scorers"]["rev"]["acceptability_auroc/tiny_acceptability"]) in rev
-    assert {p.name for p in (root / "runs").glob("*-at-*")} == {f"validity-nli-report-seed{k}-larev-at-irm-arm"
-                                                                 for k in (0, 1)}  # the arm's runs, no candidate's
+    assert {p.name for p in (root / "runs").glob("*-at-*")} == {f"validity-nli-report-seed{k}-larev-at-{name}"
+                                                                 for k in (0, 1) for name in ("irm-arm", "mm")}
 
 
 def test_a_reading_of_the_report_split_is_recorded_as_it_begins_and_ends_and_shows_an_interrupted_one(report_run):
@@ -248,8 +252,10 @@ def test_a_reading_that_fails_leaves_its_failed_line(tmp_path, monkeypatch, pref
         raise RuntimeError("the disk is full")
 
     monkeypatch.setattr(validity, "run_validity", broken)
+    tune = tmp_path / "tune.json"
+    tune.write_text(json.dumps({"protocol": protocol_digest(protocol), "task": "nli", "split": "tune"}))
     params = validity.ValidityParams(protocol=str(protocol), split="report", out=str(tmp_path / "out"),
-                                     metrics=["rev", "larev"], overrides=TINY_SETTINGS,
+                                     metrics=["rev", "larev"], overrides=TINY_SETTINGS, beside=str(tune),
                                      artifact_root=str(tmp_path / "store"), ledger=str(tmp_path / "ledger.jsonl"),
                                      progress=False)
     with pytest.raises(RuntimeError, match="the disk is full"):
@@ -266,6 +272,10 @@ def test_the_cli_refuses_seeds_and_metrics_outside_the_protocol(tmp_path, capsys
     assert "metrics ['bleu'] are not the protocol's" in capsys.readouterr().err
     assert main(["bench", "validity", "--out", str(tmp_path), "--beside", str(tmp_path / "tune.json")]) == 2
     assert "only a report-split run is set beside a tune run" in capsys.readouterr().err
+    # protocol v2 decides in runs of their own: its report split reads them only beside the tune run that decided
+    assert main(["bench", "validity", "--protocol", "protocols/validity-v2.yaml", "--split", "report",
+                 "--out", str(tmp_path)]) == 2
+    assert "give the tune run's results.json with --beside" in capsys.readouterr().err
 
 
 def test_each_seed_is_a_benchmark_seed_flow_run_and_a_rerun_is_fully_cached(tune_run):
