@@ -5,15 +5,19 @@ validity`, flows/validity.py). A seed is one or more pipeline runs (the benchmar
 also each decision candidate's), each trained and scored by the pipeline's own steps (flows/pipeline.py's
 `run_pipeline`), with a rationale table from the store scored beside the built-in variants (the perturbations and
 generated rationales, QA's answer-masked copies) and annotation tables from the store scored with each run's
-evaluators (the human files' halves). Every input and output is an artifact of the store: a seed is cached and
-resumable like a pipeline run, and its steps show in the UI under its own flow run.
+evaluators (the human files' halves). Every table the benchmark builds and every output is an artifact of the store:
+a seed is cached and resumable like a pipeline run, and its steps show in the UI under its own flow run. The data
+files themselves are read by path, as a pipeline run reads them: a worker needs them at the same path.
 
 `run_seeds` runs a benchmark's seeds. By default one after another, each a subflow of the benchmark's flow run.
 With a `seed_deployment` (a deployment of `benchmark_seed` on a work pool, deployments/prefect.yaml) every seed is
 a flow run of that deployment, all started at once, so N workers finish N seeds in about the time of one. The
 workers write each step's output and cache record into the shared artifact store (S3, or one disk); once they are
 done, the benchmark runs each seed here too, where every step is a cache hit: what it reads is exactly what the
-workers computed, and the seeds' run directories are written where the benchmark runs.
+workers computed, and the seeds' run directories are written where the benchmark runs. Steps every seed shares (the
+examples, the baselines) may be written by several workers at once: a step's output is a function of its key, and
+each write is atomic, so the last one written is the same as the first. A seed no worker has started after
+`START_TIMEOUT_SECONDS` fails the benchmark, naming the pool it waits on.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from storage.ref import ArtifactRef
 
 #: seconds between two looks at the state of the seeds' flow runs on a work pool
 POLL_SECONDS = 5.0
+#: seconds a seed's flow run may wait for a worker before the benchmark stops waiting
+START_TIMEOUT_SECONDS = 3600.0
 
 
 class SeedRun(BaseModel):
@@ -124,13 +130,23 @@ def remote_seeds(seeds: list[SeedParams], deployment: str) -> dict[int, float]:
         started[params.seed] = run.id
         print(f"seed {params.seed}: flow run {run.name} of {deployment}", flush=True)
     finished: dict[int, object] = {}
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
     with get_client(sync_client=True) as client:
         while len(finished) < len(started):
             time.sleep(POLL_SECONDS)
+            waiting = []
             for seed, run_id in started.items():
-                if seed not in finished and (run := client.read_flow_run(run_id)).state and run.state.is_final():
+                if seed in finished:
+                    continue
+                run = client.read_flow_run(run_id)
+                if run.state and run.state.is_final():
                     finished[seed] = run
                     print(f"seed {seed}: {run.state.name} on the work pool", flush=True)
+                elif run.state is None or run.state.is_scheduled() or run.state.is_pending():
+                    waiting.append(seed)
+            if waiting and time.monotonic() > deadline:
+                raise StepError(f"seed(s) {waiting} not started by any worker of {deployment}'s work pool within "
+                                f"{START_TIMEOUT_SECONDS:.0f} s: start one (prefect worker start --pool POOL)")
     failed = {seed: run for seed, run in finished.items() if not run.state.is_completed()}
     if failed:
         raise StepError("seed flow run(s) on the work pool did not complete: " + "; ".join(

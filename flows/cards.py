@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: the docs directory, as larev runs from the repository root
-DOCS = Path("docs")
+#: the repository's docs directory (its committed results), wherever larev is run from
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 
 
 def registry(docs: str | Path = DOCS):
@@ -36,7 +37,7 @@ def metric_card(name: str, docs: str | Path = DOCS) -> str:
 FIGURE_PAGES = ("README.md", "docs/results.md", "docs/validity.md")
 
 
-def write_figures(root: str | Path = ".", docs: str | Path = DOCS) -> list[str]:
+def write_figures(root: str | Path = ROOT, docs: str | Path = DOCS) -> list[str]:
     """Rewrite every marked figure of FIGURE_PAGES (under `root`) from its committed result; the pages changed."""
     from larev.cards.figures import render_marked
 
@@ -44,7 +45,7 @@ def write_figures(root: str | Path = ".", docs: str | Path = DOCS) -> list[str]:
     for name in FIGURE_PAGES:
         path = Path(root) / name
         text = path.read_text(encoding="utf-8")
-        rendered = render_marked(text, Path(root) / docs)
+        rendered = render_marked(text, Path(docs))
         if rendered != text:
             path.write_text(rendered, encoding="utf-8")
             changed.append(name)

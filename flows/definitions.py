@@ -35,8 +35,10 @@ def score_definitions() -> dict:
                 params = PipelineParams.model_validate({"model": {"backbone": backbone}}).model_dump(mode="json")
                 filled, _ = resolve_settings(params, backbone=backbone, task=task, data=data)
                 for where in ("run_name", "artifact_root", "run_dir", "progress", "gpu_deployment", "scale_out",
-                              "concurrent_chains", "rationales", "data"):
-                    filled.pop(where, None)  # where and on what a run runs, not what a score is
+                              "concurrent_chains", "rationales"):
+                    filled.pop(where, None)  # where a run runs and what it scores, not what a score is
+                for where in ("train", "test", "validation", "train_rows", "test_rows", "column_map"):
+                    filled["data"].pop(where, None)  # which files: the data, not the definitions
                 defaults[f"{backbone}/{task}/{data}"] = filled
     presets = {p.name: {"backbone": p.backbone, "task": p.task, "data": p.data, "settings": p.settings}
                for p in load_presets()}  # what they fill, not the prose saying where it was chosen

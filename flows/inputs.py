@@ -123,6 +123,14 @@ def validity_inputs(params) -> None:
 
     protocol = load_protocol(params.protocol)
     check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
+    from larev.validity.protocol import SIGNALS
+
+    signals = sorted(path for path in params.overrides if path in SIGNALS and params.overrides[path])
+    if signals:
+        from larev.errors import ConfigError
+
+        raise ConfigError(f"--set {', '.join(signals)}: trains scorers on texts the benchmark judges them on; turn "
+                          "it on in a protocol that marks what they train on (trained_on), not by a setting")
     unknown = sorted(set(params.candidates or []) - set(protocol.candidate_runs(params.task)))
     if unknown:
         from larev.errors import ConfigError

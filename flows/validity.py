@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from larev.config import Device
 from larev.digests import file_digest
+from larev.errors import ConfigError
 from larev.data.sources import parse_slice
 from larev.validity.protocol import Protocol, check_inputs, load_protocol, protocol_digest, read_beside
 from storage import ArtifactStore
@@ -238,6 +239,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
         return failed
     protocol, digest = load_protocol(params.protocol), protocol_digest(params.protocol)  # read once, at the start
     commit = _commit()  # the code that runs, as it is when the run starts
+    check_decisions(protocol, params, split_rows(protocol, params))  # a typo fails here, before any reading
     if params.split != "report":
         return run_validity(params, protocol, digest, commit)
     earlier = readings(read_ledger(params.ledger), protocol=digest, task=params.task)
@@ -271,7 +273,6 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
     out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     rows = split_rows(protocol, params)
-    check_decisions(protocol, params, rows)
     started = time.perf_counter()
     store = ArtifactStore(params.artifact_root)
     with StepRunner(store, progress=params.progress) as steps:
@@ -294,13 +295,17 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
     seconds["inputs"] = time.perf_counter() - started - seconds.get("generators", 0.0)
     seeds = params.seeds or protocol.seeds
     metrics = params.metrics or protocol.scorers.metrics  # a candidate of a metric the run leaves out is not run
-    candidates = [name for name, (metric, _) in protocol.candidate_runs(params.task).items()
-                  if metric in metrics and (params.candidates is None or name in params.candidates)
-                  ] if params.split == "tune" else []
-    screened_out = sorted(set(protocol.candidate_runs(params.task)) - set(candidates)) if params.candidates else []
+    runnable = [name for name, (metric, _) in protocol.candidate_runs(params.task).items() if metric in metrics] \
+        if params.split == "tune" else []
+    candidates = [name for name in runnable if params.candidates is None or name in params.candidates]
+    screened_out = sorted(set(runnable) - set(candidates))
     candidates += [name for name, (metric, _) in protocol.arm_runs(params.task).items() if metric in metrics]
     decided = {m: c for m, c in decided_runs(protocol, params.task, beside).items() if m in metrics} \
         if params.split == "report" else {}
+    if "larev" in decided and (protocol.scorers.controls or protocol.scorers.ablations):
+        raise ConfigError(f"the tune run chose {decided['larev']} for larev, but the protocol also scores LAREV's "
+                          "controls and ablations, which would keep the undecided settings: a protocol that decides "
+                          "larev in runs of their own leaves them out")
     if decided:
         print("the report split reads with the tune split's decisions: "
               + ", ".join(f"{m} as {c}" for m, c in decided.items()), flush=True)

@@ -40,9 +40,18 @@ def perturbed_rationales(store: ArtifactStore, data: str, digest: str, rows: str
 
 @larev_task("benchmark-rationales")
 def stacked_rationales(store: ArtifactStore, tables: list[ArtifactRef]) -> ArtifactRef:
-    """The rows of every rationale table in `tables`, in order (id, source, rationale, label)."""
+    """The rows of every rationale table in `tables`, in order (id, source, rationale, label); an (id, source)
+    that two tables both hold is an InputError naming it (it would be scored twice)."""
+    from larev.errors import InputError
+
     frames = [store.read_parquet(t.key).select("id", "source", "rationale", "label") for t in tables]
-    return put_table(store, "rationales.parquet", pl.concat(frames, how="diagonal_relaxed"))
+    stacked = pl.concat(frames, how="diagonal_relaxed")
+    twice = stacked.group_by("id", "source").len().filter(pl.col("len") > 1)
+    if not twice.is_empty():
+        raise InputError(f"{twice.height} (id, source) pair(s) come in more than one rationale table, e.g. "
+                         f"({twice['id'][0]!r}, {twice['source'][0]!r}): name each table's sources apart",
+                         column="source")
+    return put_table(store, "rationales.parquet", stacked)
 
 
 @larev_task("human-half")

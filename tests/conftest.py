@@ -43,6 +43,7 @@ def pytest_sessionfinish(session):
     """Fail the suite when it left something behind (after the session fixtures' teardown), and clean it up."""
     isolation.stop_prefect_servers()
     problems = isolation.leftovers(SESSION)
+    isolation.remove_homes(SESSION)
     if not problems:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

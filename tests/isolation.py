@@ -78,6 +78,14 @@ def begin() -> Session:
     return session
 
 
+def remove_homes(session: Session) -> None:
+    """Remove the session's own HOME and PREFECT_HOME (after the check has read them)."""
+    import shutil
+
+    for folder in (session.user_prefect.parent, session.prefect_home):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _ours(proc, session_id: str, me: int, below_me: set[int]) -> bool:
     import psutil
 

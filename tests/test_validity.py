@@ -389,6 +389,8 @@ def test_a_lead_the_paired_intervals_do_not_back_is_called_a_tie():
     results["pairs"]["larev"]["rev"]["better"] = []
     separation = recommendation_lines(results)[2]
     assert "**Not separated from rev**" in separation and "tie" in separation
+    results["pairs"]["larev"]["rev"]["worse"] = ["a"]
+    assert "**The paired differences favour rev**" in recommendation_lines(results)[2]
     del results["pairs"]
     assert len(recommendation_lines(results)) == 2  # results from before the pairs: no line
 

@@ -377,17 +377,12 @@ def versus(c: _Collector) -> dict[str, dict]:
     return out
 
 
-#: the scorers the recommendation chooses among: the metrics and the candidates and arms of the protocol's runs
-def _is_metric(name: str) -> bool:
-    return name.split("@")[0] in LAREV_DEFINITIONS + ("rev", "r_only", "rora", "rq", "las")
-
-
 def metric_pairs(c: _Collector) -> dict[str, dict[str, dict]]:
     """Every ordered pair of metrics (candidates and arms included) read against each other, paired over the same
     draws: {a: {b: {"better", "worse", "criteria"}}}, the criteria both are judged on that rank scorers where the
     interval of a - b lies above 0 (better) or below 0 (worse). A lead in thresholds met that these do not back is
     not a separation (larev/validity/report.py `recommendation_lines`)."""
-    names = [m for m in c.cells if _is_metric(m)]
+    names = [m for m in c.cells if m.split("@")[0] in c.protocol.scorers.metrics]
     out: dict[str, dict[str, dict]] = {}
     for a in names:
         for b in names:

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from larev.errors import ConfigError
+from larev.methods.leakage_aware.config import ABLATIONS
 
 SPLITS = ("tune", "report")
 EXPECTED = ("below", "near")
@@ -30,8 +31,9 @@ CANDIDATE_NAME = re.compile(r"[a-z][a-z_]*@[a-z0-9][a-z0-9_.-]*")
 # on them are then never counted as evidence.
 SIGNALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # LAREV's mismatched-rationale term: another training instance's rationale of another label (every phi_LA of
-    # the `larev` section: the metric, its ablations larev_NAME and the control erm_envs)
-    "larev.lambda_mismatched": (("larev", "larev_", "control_erm_envs"), ("borrowed", "borrowed_other")),
+    # the `larev` section: the metric, its ablations larev_NAME and the control erm_envs; not larev_vs_empty's)
+    "larev.lambda_mismatched": (("larev", *(f"larev_{a}" for a in ABLATIONS), "control_erm_envs"),
+                                ("borrowed", "borrowed_other")),
 }
 
 
@@ -193,7 +195,7 @@ class Protocol(_Strict):
                     if not settings.get(path):
                         continue
                     for name in names:
-                        if not name.split("@")[0].startswith(prefixes):
+                        if name.split("@")[0] not in prefixes:
                             continue
                         missing = [k for k in kinds if k not in self.trained_on_kinds(name)]
                         if missing:
@@ -351,4 +353,7 @@ def read_beside(path: str, digest: str, task: str, split: str) -> dict:
     if found != {"protocol": digest, "task": task, "split": "tune"}:
         raise ConfigError(f"--beside {path}: expected the tune split of protocol {digest[:12]} on {task}, got "
                           f"{found['split']!r} of protocol {str(found['protocol'])[:12]} on {found['task']!r}")
+    if results.get("partial") or results.get("screened_out"):
+        raise ConfigError(f"--beside {path}: a partial tune run (not every seed, metric or row, settings overridden, "
+                          "or candidates screened out) decides nothing the report split may read")
     return results

@@ -241,7 +241,8 @@ def separation_lines(results: dict, best: str, others: list[str]) -> list[str]:
     found = [(m, pairs[m]) for m in others if m in pairs]
     if not found:
         return []
-    ties = [m for m, p in found if len(p["better"]) <= len(p["worse"])]
+    ties = [m for m, p in found if len(p["better"]) == len(p["worse"])]
+    behind = [m for m, p in found if len(p["better"]) < len(p["worse"])]
     parts = [f"{m}: better on {len(p['better'])}, worse on {len(p['worse'])} of {p['criteria']}" for m, p in found]
     line = (f"- Paired with each metric after it (the same seeds and instances; criteria where the "
             f"{round(100 * results.get('level', 0.95))} % interval of the difference excludes 0): " + "; ".join(parts)
@@ -249,6 +250,9 @@ def separation_lines(results: dict, best: str, others: list[str]) -> list[str]:
     if ties:
         line += (f" **Not separated from {', '.join(ties)}**: its lead in thresholds met is not backed by paired "
                  "differences, so read it as a tie.")
+    if behind:
+        line += (f" **The paired differences favour {', '.join(behind)}**: beyond the interval on more criteria, "
+                 "though it meets fewer thresholds.")
     return [line]
 
 
@@ -263,6 +267,12 @@ def results_markdown(results: dict, beside: dict | None = None) -> str:
                          if k.startswith("human/"))
              + (f"; commit `{results['commit']}`" if results.get("commit") else "") + ".",
              ""]
+    if results.get("decided"):
+        lines += ["**Read with the tune split's decisions**: " + "; ".join(
+            f"`{m}` with the settings of `{c}`, in a run of its own" for m, c in results["decided"].items()) + ".", ""]
+    if results.get("screened_out"):
+        lines += [f"**Candidates screened out** on fewer seeds before this run: "
+                  f"{', '.join(f'`{c}`' for c in results['screened_out'])}.", ""]
     earlier = results.get("earlier_readings")
     if earlier:
         lines += [f"**Earlier readings of this split** under this protocol (protocols/ledger.jsonl): "
