@@ -353,7 +353,7 @@ def read_beside(path: str, digest: str, task: str, split: str) -> dict:
     if found != {"protocol": digest, "task": task, "split": "tune"}:
         raise ConfigError(f"--beside {path}: expected the tune split of protocol {digest[:12]} on {task}, got "
                           f"{found['split']!r} of protocol {str(found['protocol'])[:12]} on {found['task']!r}")
-    if results.get("partial") or results.get("screened_out"):
-        raise ConfigError(f"--beside {path}: a partial tune run (not every seed, metric or row, settings overridden, "
-                          "or candidates screened out) decides nothing the report split may read")
+    if results.get("partial"):
+        raise ConfigError(f"--beside {path}: a partial tune run (not every seed, metric or row, or settings "
+                          "overridden) decides nothing the report split may read")
     return results
