@@ -242,6 +242,8 @@ def validity_benchmark(params: ValidityParams) -> dict:
     check_decisions(protocol, params, split_rows(protocol, params))  # a typo fails here, before any reading
     if params.split != "report":
         return run_validity(params, protocol, digest, commit)
+    if params.beside:  # a refused combination fails here, before a reading begins
+        report_decisions(protocol, params, read_beside(params.beside, digest, params.task, params.split))
     earlier = readings(read_ledger(params.ledger), protocol=digest, task=params.task)
     print(f"the report split, read {len(earlier.readings)} time(s) before under this protocol (ledger "
           f"{params.ledger}; {earlier.count('unfinished')} began and never ended, {earlier.count('failed')} failed)"
@@ -256,6 +258,21 @@ def validity_benchmark(params: ValidityParams) -> dict:
         raise
     end_reading(params.ledger, began)
     return result
+
+
+def report_decisions(protocol: Protocol, params: ValidityParams, beside: dict | None) -> dict[str, str]:
+    """{metric: candidate} the report split reads in runs of their own, as the tune run `beside` decided ({} on
+    the tune split); ConfigError when larev is decided but the protocol also scores LAREV's controls and
+    ablations, which would keep the undecided settings."""
+    if params.split != "report":
+        return {}
+    metrics = params.metrics or protocol.scorers.metrics
+    decided = {m: c for m, c in decided_runs(protocol, params.task, beside).items() if m in metrics}
+    if "larev" in decided and (protocol.scorers.controls or protocol.scorers.ablations):
+        raise ConfigError(f"the tune run chose {decided['larev']} for larev, but the protocol also scores LAREV's "
+                          "controls and ablations, which would keep the undecided settings: a protocol that decides "
+                          "larev in runs of their own leaves them out")
+    return decided
 
 
 def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit: str | None,
@@ -300,12 +317,7 @@ def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit
     candidates = [name for name in runnable if params.candidates is None or name in params.candidates]
     screened_out = sorted(set(runnable) - set(candidates))
     candidates += [name for name, (metric, _) in protocol.arm_runs(params.task).items() if metric in metrics]
-    decided = {m: c for m, c in decided_runs(protocol, params.task, beside).items() if m in metrics} \
-        if params.split == "report" else {}
-    if "larev" in decided and (protocol.scorers.controls or protocol.scorers.ablations):
-        raise ConfigError(f"the tune run chose {decided['larev']} for larev, but the protocol also scores LAREV's "
-                          "controls and ablations, which would keep the undecided settings: a protocol that decides "
-                          "larev in runs of their own leaves them out")
+    decided = report_decisions(protocol, params, beside)
     if decided:
         print("the report split reads with the tune split's decisions: "
               + ", ".join(f"{m} as {c}" for m, c in decided.items()), flush=True)

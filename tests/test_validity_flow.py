@@ -66,25 +66,31 @@ def _files(root: Path) -> tuple[Path, Path]:
     return data, acceptability
 
 
-def _protocol(root: Path, data: Path, human: Path) -> Path:
+def _protocol(root: Path, data: Path, human: Path, controls: bool = True) -> Path:
+    """The tiny protocol; `controls=False` leaves LAREV's controls and ablations out, as a protocol that decides
+    larev in runs of its own does."""
     raw = yaml.safe_load((REPO / "protocols" / "validity.yaml").read_text())
     raw["seeds"], raw["bootstrap"] = [0, 1], 50
     raw["tasks"] = {"nli": {"data": str(data), "train_rows": ":75", "splits": {"tune": "75:95", "report": "95:115"},
                             "human": [str(human)], "generators": GENERATORS, "decisions": DECISIONS,
                             "arms": ARMS}}
-    raw["scorers"]["controls"], raw["scorers"]["ablations"] = ["erm_envs", "phi"], ["no_irm", "no_probe"]
+    raw["scorers"]["controls"], raw["scorers"]["ablations"] = (["erm_envs", "phi"], ["no_irm", "no_probe"]) \
+        if controls else ([], [])
+    if not controls:  # no ablation left to be a candidate
+        raw["tasks"]["nli"]["decisions"] = {"larev": {k: v for k, v in DECISIONS["larev"].items() if "@" in k},
+                                            "rora": DECISIONS["rora"]}
     raw["trained_on"]["larev@mm"] = ["borrowed", "borrowed_other"]
     path = root / "validity.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
 
 
-def _tiny_run(root: Path, split: str, beside: Path | None = None) -> tuple[Path, dict]:
+def _tiny_run(root: Path, split: str, beside: Path | None = None, controls: bool = True) -> tuple[Path, dict]:
     """`validity_benchmark` on the tiny protocol's `split` (REV and LAREV, tiny models) under `root`."""
     from flows.validity import ValidityParams, validity_benchmark
 
     data, human = _files(root)
-    protocol = _protocol(root, data, human)
+    protocol = _protocol(root, data, human, controls)
     params = ValidityParams(protocol=str(protocol), split=split, out=str(root / "out"), metrics=["rev", "larev"],
                             overrides=TINY_SETTINGS, artifact_root=str(root / "store"), run_dir=str(root / "runs"),
                             ledger=str(root / "ledger.jsonl"), beside=str(beside) if beside else None,
@@ -102,14 +108,14 @@ def report_run(tmp_path_factory, prefect_harness):
     tune = root / "tune-results.json"
     from larev.validity.ledger import begin_reading
 
-    digest = protocol_digest(_protocol(root, *_files(root)))
+    digest = protocol_digest(_protocol(root, *_files(root), controls=False))
     begin_reading(root / "ledger.jsonl", protocol=digest, protocol_name="validity-v1", task="nli", split="report",
                   seeds=[0, 1], backbone="embedded", partial=True, commit="0000000", out="elsewhere")  # then killed
     tune.write_text(json.dumps({"protocol": digest, "task": "nli",
                                 "split": "tune", "commit": "abc1234", "seeds": [0, 1],
                                 "scorers": {"rev": {"acceptability_auroc/tiny_acceptability": TUNE_AUROC}},
                                 "best": {}, "decisions": {"larev": {"chosen": "larev@mm"}}}))
-    return root, *_tiny_run(root, "report", beside=tune)
+    return root, *_tiny_run(root, "report", beside=tune, controls=False)
 
 
 @pytest.fixture(scope="module")
@@ -177,11 +183,13 @@ def test_results_have_the_issues_shape_with_every_criterion_for_every_scorer(rep
     results = json.loads((root / "out" / "results.json").read_text())
     assert results["protocol"] == protocol_digest(protocol) and results["split"] == "report"
     assert results["seeds"] == [0, 1] and results["partial"] is True  # two metrics of seven, settings overridden
-    trained = {"rev", "larev", "larev_no_irm", "larev_no_probe", "control_erm_envs", "control_phi", "larev@irm-arm"}
+    trained = {"rev", "larev", "larev@irm-arm"}  # the protocol scores no controls beside a decided larev
     # the tune run chose larev@mm: larev is read with its settings, in a run of its own, and judged as it trains
     assert results["decided"] == {"larev": "larev@mm"}
     assert results["scorers"]["larev"]["variant_order/borrowed"]["trained_on"] is True
-    assert results["signatures"]["0"]["larev"] != results["signatures"]["0"]["larev_no_irm"]
+    run = json.loads((root / "runs" / "validity-nli-report-seed0-larev-at-mm" / "run.json").read_text())
+    assert '"lambda_mismatched": 1.0' in json.dumps(run)
+    assert results["signatures"]["0"]["larev"] != results["signatures"]["0"]["larev@irm-arm"]
     assert trained | {"length", "gpt3_nll"} == set(results["scorers"])
     built = [k for k, n in results["perturbations_skipped"].items() if n < 20]
     assert "explanation_2" in built and "explanation_3" not in built  # the file has no third explanation
@@ -263,6 +271,25 @@ def test_a_reading_that_fails_leaves_its_failed_line(tmp_path, monkeypatch, pref
     began, failed = read_ledger(tmp_path / "ledger.jsonl")
     assert (began["event"], failed["event"], failed["reading"]) == ("began", "failed", began["reading"])
     assert failed["error"] == "RuntimeError: the disk is full"
+
+
+def test_a_decided_larev_beside_its_undecided_controls_is_refused_before_a_reading_begins(tmp_path, prefect_harness):
+    """The tune run chose larev@mm, but the protocol also scores LAREV's controls and ablations (which would train
+    with the undecided settings): refused with the reason, before the ledger records a reading."""
+    from flows.validity import ValidityParams, validity_benchmark
+    from larev.errors import ConfigError
+
+    protocol = _protocol(tmp_path, *_files(tmp_path))
+    tune = tmp_path / "tune.json"
+    tune.write_text(json.dumps({"protocol": protocol_digest(protocol), "task": "nli", "split": "tune",
+                                "decisions": {"larev": {"chosen": "larev@mm"}}}))
+    params = ValidityParams(protocol=str(protocol), split="report", out=str(tmp_path / "out"),
+                            metrics=["rev", "larev"], overrides=TINY_SETTINGS, beside=str(tune),
+                            artifact_root=str(tmp_path / "store"), ledger=str(tmp_path / "ledger.jsonl"),
+                            progress=False)
+    with pytest.raises(ConfigError, match="chose larev@mm for larev, but the protocol also scores LAREV's controls"):
+        validity_benchmark(params)
+    assert not (tmp_path / "ledger.jsonl").exists() and not (tmp_path / "store").exists()
 
 
 def test_the_cli_refuses_seeds_and_metrics_outside_the_protocol(tmp_path, capsys):
