@@ -122,6 +122,9 @@ def _with_crash_detection(api_url: str) -> None:
         print(f"warning: no crash detection on {api_url}: {exc}", file=sys.stderr)
 
 
+EPHEMERAL_START_S = 120  # seconds the temporary server may take to answer its health check
+
+
 def boot_ephemeral_api() -> threading.Thread:
     """Boot Prefect's temporary server in a background thread; join it before the first flow runs."""
 
@@ -129,7 +132,10 @@ def boot_ephemeral_api() -> threading.Thread:
         try:
             from prefect.server.api.server import SubprocessASGIServer
 
-            SubprocessASGIServer().start()
+            # a fresh database's migrations can outlast Prefect's default wait on a slow machine; the flow's own
+            # client would then start a second server on the same port (its failed bind prints a traceback) and
+            # the first, no longer tracked, would outlive the command
+            SubprocessASGIServer().start(timeout=EPHEMERAL_START_S)
         except Exception:  # the flow then starts its own temporary server
             pass
 

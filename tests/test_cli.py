@@ -223,36 +223,6 @@ def test_a_backbone_that_cannot_load_fails_before_any_server_starts(capsys, monk
     assert message in capsys.readouterr().err
 
 
-def test_a_command_on_a_temporary_server_leaves_nothing_under_prefect_home(tmp_path):
-    """`--server temporary` keeps its database in a throwaway PREFECT_HOME removed when the command ends: a run
-    with a fresh HOME (and no PREFECT_HOME) finishes its flow and leaves nothing under ~/.prefect and no throwaway
-    home."""
-    import subprocess
-    import sys
-
-    from larev.methods.leakage_aware.config import LarevConfig
-    from larev.methods.rora.config import RoraConfig
-    from tests.test_flows import tiny_params
-
-    home, tmp = tmp_path / "home", tmp_path / "tmp"
-    home.mkdir()
-    tmp.mkdir()
-    params = tiny_params(tmp_path, run_name="throwaway", larev=LarevConfig(enabled=False),
-                         rora=RoraConfig(enabled=False))
-    (tmp_path / "params.json").write_text(params.model_dump_json())
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_API_URL")}
-    env.update(HOME=str(home), TMPDIR=str(tmp))
-    log = tmp_path / "command.log"
-    with log.open("w") as out:
-        code = subprocess.run([sys.executable, "-m", "flows.cli", "run", "--params", str(tmp_path / "params.json"),
-                               "--server", "temporary", "--no-progress"], cwd=Path(__file__).resolve().parents[1],
-                              env=env, stdout=out, stderr=subprocess.STDOUT, timeout=600).returncode
-    assert code == 0, log.read_text()[-2000:]
-    assert (tmp_path / "runs" / "throwaway" / "run.json").is_file()  # the flow ran on the temporary server
-    assert not [p for p in (home / ".prefect").rglob("*")]  # Prefect makes the folder at import; nothing in it
-    assert not list(tmp.glob("larev-prefect-*"))  # the throwaway home is gone with the command
-
-
 def test_the_parsers_snapshot_is_kept_per_source_and_is_what_the_models_give(tmp_path, monkeypatch):
     """The parser's snapshot is made from the models and the registry the first time a source is seen, then read
     back; another source (a changed module) is another snapshot."""
