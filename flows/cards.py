@@ -34,7 +34,7 @@ def metric_card(name: str, docs: str | Path = DOCS) -> str:
 
 
 #: the pages whose figures are marked with the result they come from (larev/cards/figures.py)
-FIGURE_PAGES = ("README.md", "docs/results.md", "docs/validity.md")
+FIGURE_PAGES = ("README.md", "docs/results.md", "docs/validity.md", "docs/defaults.md")
 
 
 def write_figures(root: str | Path = ROOT, docs: str | Path = DOCS) -> list[str]:

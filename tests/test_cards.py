@@ -227,6 +227,12 @@ def test_a_placeholder_reads_the_committed_result():
     assert figure(REPO / "docs", f"{key}>value|.2f") == f"{cell['value']:.2f}"
     assert figure(REPO / "docs", f"{key}|interval") == f"[{cell['low']:.3f}, {cell['high']:.3f}]"
     assert render_figures("on {{" + key + ">value|.3f}} of them", REPO / "docs") == f"on {cell['value']:.3f} of them"
+    decision = "validity/nli-tune-v2-screen.json>decisions>larev>candidates>larev@reader"
+    tune = json.loads((REPO / "docs" / "validity" / "nli-tune-v2-screen.json").read_text())
+    better = tune["decisions"]["larev"]["candidates"]["larev@reader"]["better"]
+    assert figure(REPO / "docs", f"{decision}>better|count") == str(len(better)) != "0"
+    with pytest.raises(ConfigError, match="counts a list"):
+        figure(REPO / "docs", f"{decision}>margin|count")
     with pytest.raises(ConfigError, match="has no scorers>nobody"):
         figure(REPO / "docs", "validity/nli-report.json>scorers>nobody>x")
     with pytest.raises(ConfigError, match="no committed result"):

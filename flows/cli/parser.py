@@ -620,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write every registered metric's card and their index into DIR, generated from the "
                            "registry and larev/cards/texts/ (the committed ones: --write-cards docs/metrics)")
     show.add_argument("--write-figures", action="store_true",
-                      help="rewrite every marked figure of README.md, docs/results.md and docs/validity.md from the "
-                           "committed result it names (run from the repository root)")
+                      help="rewrite every marked figure of README.md, docs/results.md, docs/validity.md and "
+                           "docs/defaults.md from the committed result it names (run from the repository root)")
     show.set_defaults(func=cmd.show)
     return parser

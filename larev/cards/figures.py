@@ -6,9 +6,10 @@ never the number, so the page cannot go stale when the results move.
 
 The path before the first `>` is a JSON file under the docs directory; each `>` steps into a key (keys may hold `/`
 and `.`); after `|` the format: a Python format spec (`.2f`, `.3f`, `+.3f`, `d`), `cell` (a results cell as
-larev/validity/report.py writes it: value [low, high] and its mark), `interval` ([low, high]) or nothing (the value
-as it is). `typed_figures` finds the numbers a prose text types itself (outside placeholders, code spans and
-equation, table and section numbers): tests/test_cards.py keeps them out of the card texts.
+larev/validity/report.py writes it: value [low, high] and its mark), `interval` ([low, high]), `count` (how many
+items a list holds: a decision's better or worse criteria) or nothing (the value as it is). `typed_figures` finds
+the numbers a prose text types itself (outside placeholders, code spans and equation, table and section numbers):
+tests/test_cards.py keeps them out of the card texts.
 
 A page people read as it is (README.md, docs/results.md) keeps its figures in place between markers that name
 where each comes from, invisible once rendered:
@@ -73,6 +74,10 @@ def _render(docs: Path, match: re.Match) -> str:
         return cell_text(value)
     if spec == "interval":
         return f"[{value['low']:.3f}, {value['high']:.3f}]"
+    if spec == "count":
+        if not isinstance(value, list):
+            raise ConfigError(f"figure {match.group(0)}: |count counts a list, {'>'.join(keys)} is not one")
+        return str(len(value))
     if value is None:
         return "n/a"
     return format(value, spec) if spec else str(value)
