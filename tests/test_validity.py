@@ -300,6 +300,22 @@ def test_protocol_v2_reads_its_data_from_the_data_directory(tmp_path, monkeypatc
     assert load_protocol(PROTOCOL_V2).tasks["nli"].data == "data/esnli/dev.parquet"
 
 
+def test_the_first_protocols_shared_paths_read_from_the_data_directory(tmp_path, monkeypatch):
+    """protocols/validity.yaml names ../shared/data's files (written before ${LAREV_DATA}): with LAREV_DATA set
+    they are the same files under it, where none is set they stay where they were, and the digest is the file's."""
+    digest = protocol_digest(PROTOCOL)
+    monkeypatch.delenv("LAREV_DATA", raising=False)
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "main").mkdir()
+    monkeypatch.chdir(tmp_path / "main")  # a checkout beside ../shared/data, as in this workplace
+    assert load_protocol(PROTOCOL).tasks["nli"].data == "../shared/data/esnli/dev.parquet"
+    monkeypatch.setenv("LAREV_DATA", str(tmp_path / "mine"))
+    protocol = load_protocol(PROTOCOL)
+    assert protocol.tasks["nli"].data == f"{tmp_path / 'mine'}/esnli/dev.parquet"
+    assert protocol.tasks["nli"].human == [f"{tmp_path / 'mine'}/human/snli_acceptability.parquet"]
+    assert protocol_digest(PROTOCOL) == digest
+
+
 def test_protocol_v2_decides_the_reader_crossed_with_the_signal_and_keeps_the_irm_arm():
     protocol = load_protocol(PROTOCOL_V2)
     for task in ("nli", "qa"):

@@ -256,11 +256,20 @@ DATA_PLACEHOLDER = "${LAREV_DATA}"
 
 def with_data_dir(raw: Any) -> Any:
     """`raw` (a protocol as read) with DATA_PLACEHOLDER in every task's data and human paths replaced by the data
-    directory: `LAREV_DATA`, else ../shared/data where it exists, else data/ (where `larev data get` writes)."""
-    from larev.data.location import data_dir
+    directory: `LAREV_DATA`, else ../shared/data where it exists, else data/ (where `larev data get` writes). A
+    path under ../shared/data (the first protocol's, written before the placeholder) reads as the same file under
+    the data directory, so that protocol runs in a clone with `larev data get`'s folder too; its digest, of the
+    file as written, stays."""
+    from larev.data.location import SHARED_DATA, data_dir
+
+    shared = f"{SHARED_DATA.as_posix()}/"
 
     def expand(value: Any) -> Any:
-        return value.replace(DATA_PLACEHOLDER, str(data_dir())) if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        if value.startswith(shared):
+            return str(data_dir() / value.removeprefix(shared))
+        return value.replace(DATA_PLACEHOLDER, str(data_dir()))
 
     if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), dict):
         return raw
