@@ -34,6 +34,7 @@ wall time per seed of given `larev bench quality` results.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -225,6 +226,32 @@ def measure_backbone_step(backbone: str = "minilm", n_rows: int = 256, batch_siz
 COSE_OUTPUT_VOCABULARY = 104 + 4735
 
 
+def _installed(backbone: str) -> bool:
+    """Whether `backbone`'s pretrained weights are installed; a warning naming what is missing when not."""
+    from larev.errors import ConfigError
+    from larev.models.pretrained import checkpoint_dir
+
+    try:
+        checkpoint_dir(backbone)
+    except ConfigError as exc:
+        log.warning("%s step cost not measured: %s", backbone, exc)
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _empty_encoder_cache():
+    """The frozen-encoder cache (larev/models/frozen.py) in a new, empty folder while the block runs, removed after."""
+    import os
+    import tempfile
+    from unittest import mock
+
+    from larev.models import frozen
+
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {frozen.CACHE_ENV: tmp}):
+        yield
+
+
 def measure_frozen_step(n_rows: int = 256, batch_size: int = 32) -> dict:
     """minilm-frozen's training step against the embedded model's (issue 35): one epoch of ERM on the same demo rows,
     each the fastest of 3 after a warm-up epoch (so minilm-frozen's encoder cache is warm, as in every epoch after
@@ -233,23 +260,15 @@ def measure_frozen_step(n_rows: int = 256, batch_size: int = 32) -> dict:
     vocabulary. Beside them, the one-time cost of filling the cache: the frozen encoder over every input with an
     empty cache against a second pass that reads them all back, in ms per input. Empty when the minilm package is
     not installed."""
-    import os
     import random
-    import tempfile
-    from unittest import mock
 
-    from larev.errors import ConfigError
     from larev.models import frozen
-    from larev.models.pretrained import checkpoint_dir
 
-    try:
-        checkpoint_dir("minilm-frozen")
-    except ConfigError as exc:
-        log.warning("minilm-frozen step cost not measured: %s", exc)
+    if not _installed("minilm-frozen"):
         return {}
     inputs, _, labels = demo_inputs(n_rows)
     config = ModelConfig(backbone="minilm-frozen")
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {frozen.CACHE_ENV: tmp}):
+    with _empty_encoder_cache():
         full = new_evaluator(config, seed=2)
         demo_vocabulary = frozen.output_vocabulary(full.tokenizer, sorted(set(labels)))
         others = sorted(set(range(len(full.tokenizer))) - set(demo_vocabulary))
@@ -285,21 +304,12 @@ def measure_reader_step(n_rows: int = 256, batch_size: int = 32) -> dict:
     its step above the encoder (minilm-frozen's step over the reader's: the decoder and the adapter), each the
     fastest of 3 epochs after a warm-up epoch (the encoder cache warm). Empty when the minilm package is not
     installed."""
-    import os
-    import tempfile
-    from unittest import mock
-
-    from larev.errors import ConfigError
     from larev.models import frozen
-    from larev.models.pretrained import checkpoint_dir
 
-    try:
-        checkpoint_dir("minilm-reader")
-    except ConfigError as exc:
-        log.warning("minilm-reader step cost not measured: %s", exc)
+    if not _installed("minilm-reader"):
         return {}
     inputs, _, labels = demo_inputs(n_rows)
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {frozen.CACHE_ENV: tmp}):
+    with _empty_encoder_cache():
         vocabulary = frozen.output_vocabulary(new_evaluator(ModelConfig(backbone="minilm-frozen"), seed=2).tokenizer,
                                               sorted(set(labels)))
 
