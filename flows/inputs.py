@@ -117,31 +117,28 @@ def compare_inputs(runs: list[str], sources: list[str], metrics: list[str] | Non
 
 
 def validity_inputs(params) -> None:
-    """`larev bench validity`: the protocol file, its task's data and human files (and the caller's), the seeds and
-    metrics asked for, and on the report split the tune run set beside it (same protocol digest and task)."""
-    from larev.validity.protocol import check_inputs, load_protocol, protocol_digest, read_beside
+    """`larev bench validity`: the seeds, metrics, candidates and settings asked for, and the report split's need of
+    a tune run beside it, before any file is looked for; then the protocol's data and human files (and the
+    caller's), and the tune run set beside it (same protocol digest and task)."""
+    from larev.errors import ConfigError
+    from larev.validity.protocol import (SIGNALS, check_beside_split, check_inputs, load_protocol, protocol_digest,
+                                         read_beside)
 
+    check_beside_split(params.beside, params.split)
     protocol = load_protocol(params.protocol)
-    check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
-    from larev.validity.protocol import SIGNALS
-
     signals = sorted(path for path in params.overrides if path in SIGNALS and params.overrides[path])
     if signals:
-        from larev.errors import ConfigError
-
         raise ConfigError(f"--set {', '.join(signals)}: trains scorers on texts the benchmark judges them on; turn "
                           "it on in a protocol that marks what they train on (trained_on), not by a setting")
-    unknown = sorted(set(params.candidates or []) - set(protocol.candidate_runs(params.task)))
-    if unknown:
-        from larev.errors import ConfigError
-
-        raise ConfigError(f"candidates {unknown} are not decision candidates of {params.protocol} on {params.task} "
-                          f"({sorted(protocol.candidate_runs(params.task))})")
+    if params.task in protocol.tasks:  # an unknown task is check_inputs' error
+        unknown = sorted(set(params.candidates or []) - set(protocol.candidate_runs(params.task)))
+        if unknown:
+            raise ConfigError(f"candidates {unknown} are not decision candidates of {params.protocol} on "
+                              f"{params.task} ({sorted(protocol.candidate_runs(params.task))})")
+        if params.split == "report" and not params.beside and protocol.candidate_runs(params.task):
+            raise ConfigError(f"{params.protocol} decides defaults in runs of their own on {params.task} "
+                              f"({', '.join(protocol.candidate_runs(params.task))}): the report split reads them as "
+                              "the tune split decided, so give the tune run's results.json with --beside")
+    check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
     if params.beside:
         read_beside(params.beside, protocol_digest(params.protocol), params.task, params.split)
-    elif params.split == "report" and protocol.candidate_runs(params.task):
-        from larev.errors import ConfigError
-
-        raise ConfigError(f"{params.protocol} decides defaults in runs of their own on {params.task} "
-                          f"({', '.join(protocol.candidate_runs(params.task))}): the report split reads them as the "
-                          "tune split decided, so give the tune run's results.json with --beside")

@@ -345,13 +345,18 @@ def check_inputs(protocol: Protocol, protocol_path: str, task: str, human: list[
     return files
 
 
+def check_beside_split(path: str | None, split: str) -> None:
+    """`--beside` belongs to a report-split run: refused on any other split, before any file is looked for."""
+    if path and split != "report":
+        raise ConfigError(f"--beside {path}: only a report-split run is set beside a tune run (this is {split!r})")
+
+
 def read_beside(path: str, digest: str, task: str, split: str) -> dict:
     """The tune run's results.json a report run is set beside (`--beside`): refused before any step unless this run
     is on the report split and the file is the tune split of the same protocol (`digest`, its sha256) and task."""
     import json
 
-    if split != "report":
-        raise ConfigError(f"--beside {path}: only a report-split run is set beside a tune run (this is {split!r})")
+    check_beside_split(path, split)
     try:
         results = json.loads(Path(path).read_text())
     except FileNotFoundError:
