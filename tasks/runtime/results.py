@@ -155,8 +155,27 @@ def result_storage_for(store: ArtifactStore):
     else:
         Path(base).mkdir(parents=True, exist_ok=True)
         block = CheckedLocalResults(basepath=base)
-    block.save("larev-results-" + hashlib.sha256(base.encode()).hexdigest()[:12], overwrite=True)  # Prefect needs
-    return block  # a saved block for task result storage
+    return saved_block(block, "larev-results-" + hashlib.sha256(base.encode()).hexdigest()[:12])
+
+
+def saved_block(block, name: str):
+    """`block` as saved on the Prefect server under `name` (a result record names its storage by the saved block's
+    id, so a flow run's results can be read back from the server). A document already saved with the same data is
+    only read: every pipeline run asks for its storage, and a write each time would queue behind the server's other
+    writes (on SQLite a locked database answers a write with a retry seconds later)."""
+    try:
+        saved = type(block).load(name)
+    except ValueError:  # no such document yet (or its block type is not registered)
+        saved = None
+    if saved is not None and _block_data(saved) == _block_data(block):
+        return saved
+    block.save(name, overwrite=True)
+    return block
+
+
+def _block_data(block) -> dict[str, Any]:
+    """A block's fields as saved, without the document's own id and name (unset on a block not yet saved)."""
+    return {k: v for k, v in block.model_dump(mode="json").items() if not k.startswith("_")}
 
 
 SECRET_OPTIONS = frozenset({"key", "secret", "token", "aws_access_key_id", "aws_secret_access_key",
