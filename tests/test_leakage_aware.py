@@ -449,12 +449,8 @@ def test_phi_la_epochs_grow_to_the_minimum_steps_on_small_data():
     assert epochs_for_min_steps(two, 10, 400).epochs == 400  # one step an epoch
 
 
-# the objective the planted figures below were first measured with (stop 40): the borrowed term at weight 1 from the
-# first step, no label statements; `planted_phrasing_scores(seed, PLANTED_OBJECTIVE_STOP40)` reproduces them
-PLANTED_OBJECTIVE_STOP40 = LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.005, lambda_borrowed=1.0,
-                                              label_statements=0.0, zero_terms_start=0.0, baseline_rationales=0.0)
-# the objective the figures of the planted test were measured with: eq. 4.10's IRM and probe terms at 1 / 0.005, the
-# borrowed term at 2 from half-way, the label statements and baselines as rationales at their defaults
+# the planted test's objective: eq. 4.10's IRM and probe terms at 1 / 0.005, the borrowed term at 2 from half-way,
+# the label statements and baselines as rationales at their defaults
 PLANTED_OBJECTIVE = LeakageAwareConfig(lambda_irm=1.0, lambda_probe=0.005, lambda_borrowed=2.0, zero_terms_start=0.5)
 
 
@@ -520,36 +516,23 @@ def planted_phrasing_scores(seed: int = 0, objective: LeakageAwareConfig = PLANT
 
 
 def test_planted_label_phrasing_larev_pays_a_borrowed_rationale_far_less_than_its_erm_control():
-    """Issue 34's claim on planted data (`planted_phrasing_scores`), with today's `new_information` objective
-    (borrowed term at weight 2, label statements, zero terms from phi_LA's second half): LAREV (phi_LA with
-    no-rationale instances and the borrowed-rationale term, read against its own reading of no rationale) gives a
-    borrowed same-label rationale little; the erm_envs control (same environments and no-rationale instances, no
-    invariance term) pays it exactly what it pays the gold one. The training rows' borrowed rationales are those
-    the term trains on; the test rows' are drawn afresh among the test rows, so the test measures the trained
-    behaviour on new pairs.
+    """Issue 34's claim on planted data (`planted_phrasing_scores`): LAREV (phi_LA with no-rationale instances and
+    the borrowed-rationale term, read against its own reading of no rationale) gives a borrowed same-label rationale
+    little; the erm_envs control (same environments and no-rationale instances, no invariance term) pays it exactly
+    what it pays the gold one. The training rows' borrowed rationales are those the term trains on; the test rows'
+    are drawn afresh among the test rows, so the test measures the trained behaviour on new pairs.
 
-    Measured, data / initialisation seeds 0 / 1 / 2 (stop 45): LAREV borrowed 0.098 / 0.014 / 0.229 nats, gold
-    0.098 / 0.014 / 0.260; erm_envs borrowed = gold = 0.800 / 0.675 / 0.757. With the stop-40 objective
-    (`PLANTED_OBJECTIVE_STOP40`: weight 1 from the first step, no label statements): LAREV borrowed 0.229 / 0.208 /
-    0.229, gold 0.247 / 0.303 / 0.233; erm_envs 0.722 / 0.699 / 0.702. Today's objective leaves a borrowed
-    rationale within 0.1 nats of empty in two seeds of three (the stop-40 one in none), but gold exceeds borrowed
-    only in seed 2 (by 0.031; in seeds 0 and 1 they agree to 1e-4): at this size phi_LA does not learn to check
-    that r's subject is the instance's, so "gold > borrowed" is not shown here. The test asserts what every seed
-    showed, with room: LAREV pays under half what the control pays, and gold not less than borrowed beyond 0.01 nats.
-    Seed 0 is not bit-identical across machines (float kernels differ): stop 46's machine gave LAREV gold 0.1425,
-    borrowed 0.1452 (control 0.80), 0.003 below, where this test first allowed 1e-3. Stop 49, with b as r' in a
-    quarter of the borrowed rows (baseline_rationales 0.25, today's default): LAREV borrowed 0.292 / 0.132 / 0.264,
-    gold 0.313 / 0.130 / 0.279 (without them, the same machine: 0.145 / 0.208 / 0.151 and 0.143 / 0.221 / 0.186);
-    the control 0.80 / 0.68 / 0.76. Here r = b repeats the instance's subject, as the gold r does, so those rows may
-    also teach that naming the subject is worth nothing (not tested); with one torch thread the same runs gave other figures again
-    (borrowed 0.216 / 0.292 / 0.232), so the spread over float kernels is as large as the change."""
+    What is not claimed: gold above borrowed. At this size phi_LA does not learn to check that r's subject is the
+    instance's (gold and borrowed come out about equal), so the test asks only that gold is not below borrowed
+    beyond 0.01 nats. Seed 0 is not bit-identical across machines or torch thread counts (float kernels differ), so
+    the bounds leave room: LAREV pays under half what the control pays."""
     result = planted_phrasing_scores(seed=0)
     larev, control = result["larev"], result["erm_envs"]
     assert abs(larev["empty"]) < 1e-5 and abs(control["empty"]) < 1e-5  # the zero point: by construction
     assert control["borrowed"] > 0.5  # the control pays for the label's phrasing ...
     assert abs(control["gold"] - control["borrowed"]) < 0.01  # ... as much as for the instance's own rationale
     assert larev["borrowed"] < control["borrowed"] / 2  # LAREV pays a fraction of that
-    assert larev["gold"] >= larev["borrowed"] - 0.01  # gold not below borrowed (seed 0: equal to 1e-4; 0.003 below)
+    assert larev["gold"] >= larev["borrowed"] - 0.01  # gold not below borrowed, up to float kernels
 
 
 def test_the_borrowed_term_is_the_same_whether_or_not_the_irm_penalty_decoded_the_label_set():
