@@ -90,7 +90,7 @@ def test_a_failed_chain_fails_the_map_and_a_bad_width_is_refused(tmp_path):
 
 
 def test_a_stores_result_block_is_written_once_then_read_until_its_data_changes(tmp_path):
-    """Every pipeline run asks for its store's result block: the first saves it, the next only read it (the
+    """Every pipeline run asks for its store's result block: the first saves it, later ones only read it (the
     document's `updated` time stays), and a block whose data changed under the same name is saved again."""
     from prefect.client.orchestration import get_client
 
