@@ -118,7 +118,7 @@ def compare_inputs(runs: list[str], sources: list[str], metrics: list[str] | Non
 
 def validity_inputs(params) -> None:
     """`larev bench validity`: the seeds, metrics, candidates and settings asked for, and the report split's need of
-    a tune run beside it, before any file is looked for; then the protocol's data and human files (and the
+    a tune run beside it, before any data file is looked for; then the protocol's data and human files (and the
     caller's), and the tune run set beside it (same protocol digest and task)."""
     from larev.errors import ConfigError
     from larev.validity.protocol import (SIGNALS, check_beside_split, check_inputs, load_protocol, protocol_digest,

@@ -174,12 +174,14 @@ def test_every_marked_figure_is_its_committed_results(tmp_path):
 
 
 def test_no_line_of_a_marked_page_begins_or_splits_a_figure_marker():
-    """Markdown reads a line that begins with `<!--` as raw HTML: the paragraph ends there and the rest of the line
-    shows unrendered. So a marked figure never begins a line (a word before it moves down with it), and no marker is
-    split across two lines."""
+    """Markdown reads a line that begins with an HTML comment (`<!--`) as raw HTML: the paragraph ends there and the
+    rest of the line shows unrendered. So a marked figure never begins a line (a word before it moves down with it),
+    and no marker is split across two lines."""
     from flows.cards import FIGURE_PAGES
+    from larev.cards.figures import MARKED
 
     found = [f"{name}:{n}" for name in FIGURE_PAGES
-             for n, line in enumerate((REPO / name).read_text().splitlines(), 1)
-             if line.lstrip().startswith("<!--") or line.rstrip().endswith("<!--fig")]
+             for n, line in enumerate((REPO / name).read_text().splitlines(), 1) if line.lstrip().startswith("<!--")]
+    found += [f"{name}: {m.group(1)}" for name in FIGURE_PAGES
+              for m in MARKED.finditer((REPO / name).read_text()) if "\n" in m.group(0)]
     assert not found, f"lines that begin with a figure marker or split one: {found}"

@@ -89,20 +89,28 @@ def test_a_failed_chain_fails_the_map_and_a_bad_width_is_refused(tmp_path):
         StepRunner(ArtifactStore(str(tmp_path)), concurrent_chains=0)
 
 
-def test_a_stores_result_block_is_written_once_then_read_until_its_data_changes(tmp_path):
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_stores_result_block_is_written_once_then_read_until_its_data_changes(tmp_path, request, where):
     """Every pipeline run asks for its store's result block: the first saves it, later ones only read it (the
-    document's `updated` time stays), and a block whose data changed under the same name is saved again."""
+    document's `updated` time stays; on S3 too, whose block carries nested settings), and a block whose data changed
+    under the same name is saved again."""
     from prefect.client.orchestration import get_client
 
-    from tasks.runtime.results import CheckedLocalResults, result_storage_for, saved_block
+    from tasks.runtime.results import result_storage_for, saved_block
 
-    store = ArtifactStore(tmp_path / "store")
+    if where == "s3":
+        server = request.getfixturevalue("s3_server")
+        store = ArtifactStore(f"s3://{server.new_bucket()}/runs", storage_options=server.storage_options())
+    else:
+        store = ArtifactStore(tmp_path / "store")
     first = result_storage_for(store)
     with get_client(sync_client=True) as client:
         written = client.read_block_document(first._block_document_id)
         again = result_storage_for(store)
         assert again._block_document_id == first._block_document_id
         assert client.read_block_document(first._block_document_id).updated == written.updated
-        moved = saved_block(CheckedLocalResults(basepath=str(tmp_path / "elsewhere")), written.name)
+        elsewhere = first.basepath + "-elsewhere"
+        moved = saved_block(type(first)(**{**first.model_dump(include=set(type(first).model_fields)),
+                                           "basepath": elsewhere}), written.name)
         assert moved._block_document_id == first._block_document_id
-        assert client.read_block_document(first._block_document_id).data["basepath"] == str(tmp_path / "elsewhere")
+        assert client.read_block_document(first._block_document_id).data["basepath"] == elsewhere

@@ -292,8 +292,8 @@ def test_a_decided_larev_beside_its_undecided_controls_is_refused_before_a_readi
     assert not (tmp_path / "ledger.jsonl").exists() and not (tmp_path / "store").exists()
 
 
-def test_the_cli_refuses_seeds_and_metrics_outside_the_protocol(tmp_path, capsys, monkeypatch):
-    """Each argument error is answered before any file is looked for: here the data directory is empty, as in a
+def test_the_cli_refuses_bad_arguments_before_it_looks_for_data(tmp_path, capsys, monkeypatch):
+    """Each argument error is answered before any data file is looked for: here the data directory is empty, as in a
     clone with no data yet, and every answer is still the argument's."""
     monkeypatch.setenv("LAREV_DATA", str(tmp_path / "no-data"))
     assert main(["bench", "validity", "--out", str(tmp_path), "--seeds", "0,9"]) == 2

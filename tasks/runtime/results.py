@@ -164,18 +164,21 @@ def saved_block(block, name: str):
     only read: every pipeline run asks for its storage, and a write each time would queue behind the server's other
     writes (on SQLite a locked database answers a write with a retry seconds later)."""
     try:
-        saved = type(block).load(name)
+        saved = type(block).load(name, _sync=True)  # sync even where an event loop runs (Prefect's dispatch)
     except ValueError:  # no such document yet (or its block type is not registered)
+        saved = None
+    except RuntimeError:  # a document saved by an earlier form of the block's class, which no longer validates
         saved = None
     if saved is not None and _block_data(saved) == _block_data(block):
         return saved
-    block.save(name, overwrite=True)
+    block.save(name, overwrite=True, _sync=True)
     return block
 
 
 def _block_data(block) -> dict[str, Any]:
-    """A block's fields as saved, without the document's own id and name (unset on a block not yet saved)."""
-    return {k: v for k, v in block.model_dump(mode="json").items() if not k.startswith("_")}
+    """A block's own fields as saved: not the document's id and name (unset on a block not yet saved), nor a key
+    an earlier form of the class left in the document."""
+    return block.model_dump(mode="json", include=set(type(block).model_fields))
 
 
 SECRET_OPTIONS = frozenset({"key", "secret", "token", "aws_access_key_id", "aws_secret_access_key",
