@@ -131,14 +131,15 @@ def validity_inputs(params) -> None:
         raise ConfigError(f"--set {', '.join(signals)}: trains scorers on texts the benchmark judges them on; turn "
                           "it on in a protocol that marks what they train on (trained_on), not by a setting")
     if params.task in protocol.tasks:  # an unknown task is check_inputs' error
-        unknown = sorted(set(params.candidates or []) - set(protocol.candidate_runs(params.task)))
+        candidates = protocol.candidate_runs(params.task)
+        unknown = sorted(set(params.candidates or []) - set(candidates))
         if unknown:
             raise ConfigError(f"candidates {unknown} are not decision candidates of {params.protocol} on "
-                              f"{params.task} ({sorted(protocol.candidate_runs(params.task))})")
-        if params.split == "report" and not params.beside and protocol.candidate_runs(params.task):
+                              f"{params.task} ({sorted(candidates)})")
+        if params.split == "report" and not params.beside and candidates:
             raise ConfigError(f"{params.protocol} decides defaults in runs of their own on {params.task} "
-                              f"({', '.join(protocol.candidate_runs(params.task))}): the report split reads them as "
-                              "the tune split decided, so give the tune run's results.json with --beside")
+                              f"({', '.join(candidates)}): the report split reads them as the tune split decided, "
+                              "so give the tune run's results.json with --beside")
     check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
     if params.beside:
         read_beside(params.beside, protocol_digest(params.protocol), params.task, params.split)

@@ -165,10 +165,8 @@ def saved_block(block, name: str):
     writes (on SQLite a locked database answers a write with a retry seconds later)."""
     try:
         saved = type(block).load(name, _sync=True)  # sync even where an event loop runs (Prefect's dispatch)
-    except ValueError:  # no such document yet (or its block type is not registered)
-        saved = None
-    except RuntimeError:  # a document saved by an earlier form of the block's class, which no longer validates
-        saved = None
+    except (ValueError, RuntimeError):  # no such document (or block type) yet; or one an earlier form of the
+        saved = None  # block's class saved, which no longer validates
     if saved is not None and _block_data(saved) == _block_data(block):
         return saved
     block.save(name, overwrite=True, _sync=True)
