@@ -65,12 +65,12 @@ def assert_same_scores(sharded: pl.DataFrame, sequential: pl.DataFrame) -> float
     return diff["max_abs_diff"]
 
 
-@pytest.mark.parametrize("n_rows", [pytest.param(2_000, id="2000-rows"),
+@pytest.mark.parametrize("n_rows", [pytest.param(1_000, id="1000-rows"),
                                     pytest.param(20_000, id="20000-rows", marks=pytest.mark.slow)])
 def test_dask_sharded_scoring_equals_the_sequential_scores(trained_run, tmp_path, n_rows):
     """Five shards on two local Dask workers give the sequential scores, and a rerun reads every shard from cache.
-    The default suite checks 2,000 rows (shards of 400); `-m slow` the 20,000 of the scale benchmark (shards of
-    4,000: about 110 s of the default suite's 460 s before it moved)."""
+    The default suite checks 1,000 rows (shards of 200); `-m slow` the 20,000 of the scale benchmark (shards of
+    4,000)."""
     root, run = trained_run
     path = rationale_file(run, tmp_path / "many.parquet", n_rows)
     base = dict(run=run["run_dir"], rationales=str(path), progress=False)
@@ -99,7 +99,8 @@ def test_sharded_scoring_on_an_existing_cluster_by_address(trained_run, tmp_path
     root, run = trained_run
     path = rationale_file(run, tmp_path / "few.parquet", 300, seed=1)
     base = dict(run=run["run_dir"], rationales=str(path), progress=False)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                      dashboard_address=None) as cluster:  # an in-process cluster, reached over TCP like a remote one
         scale = ScaleOutConfig(shard_rows=128, dask_address=cluster.scheduler_address)
         sharded = score_rationales(ScoreParams(name="by-address", scale_out=scale, **base))
         # the flow only connected to the cluster: its worker is still there afterwards
