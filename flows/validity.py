@@ -242,8 +242,8 @@ def validity_benchmark(params: ValidityParams) -> dict:
     check_decisions(protocol, params, split_rows(protocol, params))  # a typo fails here, before any reading
     if params.split != "report":
         return run_validity(params, protocol, digest, commit)
-    if params.beside:  # a refused combination fails here, before a reading begins
-        report_decisions(protocol, params, read_beside(params.beside, digest, params.task, params.split))
+    beside = read_beside(params.beside, digest, params.task, params.split) if params.beside else None
+    report_decisions(protocol, params, beside)  # a refused combination fails here, before a reading begins
     earlier = readings(read_ledger(params.ledger), protocol=digest, task=params.task)
     print(f"the report split, read {len(earlier.readings)} time(s) before under this protocol (ledger "
           f"{params.ledger}; {earlier.count('unfinished')} began and never ended, {earlier.count('failed')} failed)"
@@ -252,7 +252,7 @@ def validity_benchmark(params: ValidityParams) -> dict:
                           split=params.split, seeds=params.seeds or protocol.seeds, backbone=protocol.backbone,
                           partial=is_partial(protocol, params), commit=commit, out=params.out)
     try:
-        result = run_validity(params, protocol, digest, commit, earlier=earlier)
+        result = run_validity(params, protocol, digest, commit, beside=beside, earlier=earlier)
     except BaseException as error:
         end_reading(params.ledger, began, error=error)
         raise
@@ -276,16 +276,16 @@ def report_decisions(protocol: Protocol, params: ValidityParams, beside: dict | 
 
 
 def run_validity(params: ValidityParams, protocol: Protocol, digest: str, commit: str | None,
-                 earlier=None) -> dict:
-    """The benchmark's steps (`validity_benchmark`): inputs, every seed, the evidence and its outputs; `earlier`:
-    the report split's earlier readings (larev/validity/ledger.py `Readings`), shown in the results."""
+                 beside: dict | None = None, earlier=None) -> dict:
+    """The benchmark's steps (`validity_benchmark`): inputs, every seed, the evidence and its outputs; `beside`:
+    the report split's tune run (its results.json, as `read_beside` checked it); `earlier`: the report split's
+    earlier readings (larev/validity/ledger.py `Readings`), shown in the results."""
     from flows.benchmark import SeedParams, human_name, run_seeds
     from tasks.bench import human_half_table, perturbed_rationales, read_stored_annotations, stacked_rationales
     from tasks.runtime.runner import StepRunner
 
     task = protocol.tasks[params.task]
     files = check_inputs(protocol, params.protocol, params.task, params.human, params.seeds, params.metrics)
-    beside = read_beside(params.beside, digest, params.task, params.split) if params.beside else None
     out = Path(params.out)
     out.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
